@@ -1,0 +1,34 @@
+"""Packaging for tf-vtrace: V-trace (IMPALA) for TensorFlow 2 and Keras."""
+import pathlib
+
+from setuptools import find_packages, setup
+
+HERE = pathlib.Path(__file__).parent
+
+setup(
+    name="tf-vtrace",
+    version="0.1.0",
+    description=(
+        "V-trace off-policy correction and the IMPALA loss for TensorFlow 2 / Keras"
+    ),
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["tf_vtrace", "tf_vtrace.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        "tensorflow>=2.16",
+        # TFP imports tf_keras at import time; the [tf] extra pulls it in.
+        "tensorflow-probability[tf]>=0.24",
+        "tf-keras",
+        "numpy",
+    ],
+    extras_require={
+        "test": ["pytest", "hypothesis", "pytest-xdist"],
+        "docs": ["mkdocs", "mkdocs-material", "mkdocstrings[python]"],
+    },
+    license="Apache-2.0",
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

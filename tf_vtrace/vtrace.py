@@ -1,0 +1,576 @@
+r"""V-trace: the off-policy actor-critic targets of IMPALA.
+
+Espeholt, Soyer, Munos et al. (2018), "IMPALA: Scalable Distributed Deep-RL
+with Importance Weighted Actor-Learner Architectures", section 4.
+
+A behaviour policy μ generated a trajectory x_0, a_0, r_0, ..., x_T; we want
+value targets and policy-gradient advantages for a target policy π. With the
+importance ratios ρ_t = π(a_t | x_t) / μ(a_t | x_t):
+
+    clipped rhos      min(ρ̄, ρ_t)
+    traces            c_t = λ · min(c̄, ρ_t)
+    TD errors         δ_t = min(ρ̄, ρ_t) · (r_t + γ_t V(x_{t+1}) − V(x_t))
+    targets (eq. 1)   vs_s = V(x_s) + Σ_{t=s}^{T−1} (Π_{i=s}^{t−1} γ_i c_i) δ_t
+    recursion         vs_s − V(x_s) = δ_s + γ_s c_s (vs_{s+1} − V(x_{s+1}))
+    advantages        A_s = min(ρ̄_pg, ρ_s) · (r_s + γ_s vs_{s+1} − V(x_s))
+
+with vs_T = V(x_T) = `bootstrap_value`. γ_t is the per-step discount: zero at a
+terminal step, which cuts the sums there. ρ̄ sets the fixed point of the value
+targets (the value of a policy between μ and π); c̄ only sets how far traces
+reach (the contraction speed); ρ̄_pg plays ρ̄'s role for the policy gradient.
+λ < 1 shortens the traces further, as in Retrace(λ) / TD(λ). With ρ_t = 1
+(on-policy) vs − V is the GAE(λ) advantage; with λ = 1 as well, vs is the
+n-step Bellman target.
+
+This module is the math only: the Keras loss and layer, and the SavedModel
+export, are separate modules that import it. The API follows the V-trace
+modules of scalable_agent and RLlib (`from_importance_weights`, `from_logits`,
+`multi_from_logits`), so code written against them ports by changing the import.
+"""
+
+import collections
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tf_vtrace import _checks
+
+tfd = tfp.distributions
+
+__all__ = [
+    "VTraceReturns",
+    "VTraceFromLogitsReturns",
+    "from_importance_weights",
+    "from_logits",
+    "multi_from_logits",
+    "log_probs_from_logits_and_actions",
+    "multi_log_probs_from_logits_and_actions",
+    "get_log_rhos",
+]
+
+VTraceReturns = collections.namedtuple("VTraceReturns", ["vs", "pg_advantages"])
+VTraceReturns.__doc__ = """V-trace targets.
+
+Attributes:
+  vs: The value targets vs_t, shaped like `values`. Regress V(x_t) on them.
+  pg_advantages: min(ρ̄_pg, ρ_t)(r_t + γ_t vs_{t+1} − V(x_t)), shaped like
+    `values`: the advantage that multiplies ∇ log π(a_t | x_t).
+"""
+
+VTraceFromLogitsReturns = collections.namedtuple(
+    "VTraceFromLogitsReturns",
+    ["vs", "pg_advantages", "log_rhos", "behaviour_action_log_probs",
+     "target_action_log_probs"])
+VTraceFromLogitsReturns.__doc__ = """V-trace targets with the log-probs they came from.
+
+Attributes:
+  vs: The value targets vs_t (no gradient).
+  pg_advantages: The policy-gradient advantages (no gradient).
+  log_rhos: log ρ_t = log π(a_t | x_t) − log μ(a_t | x_t), summed over action
+    heads; differentiable with respect to the target logits.
+  behaviour_action_log_probs: log μ(a_t | x_t): a tensor from `from_logits`,
+    a list with one tensor per head from `multi_from_logits`.
+  target_action_log_probs: log π(a_t | x_t), differentiable; a tensor or a
+    list per head like `behaviour_action_log_probs`.
+"""
+
+
+# --- The recursion -----------------------------------------------------------
+
+
+def _clipped_ratio(log_rhos, threshold):
+    """min(threshold, ρ), computed as exp(min(log threshold, log ρ)).
+
+    Clipping before the exponential keeps the result finite for any finite
+    log ρ: exp(1000.) overflows float32, exp(min(1000., log 1.)) does not.
+    """
+    if threshold is None:
+        return tf.exp(log_rhos)
+    return tf.exp(tf.minimum(log_rhos, tf.math.log(threshold)))
+
+
+def _reverse_discounted_sum(deltas, decays):
+    """acc_t = δ_t + decay_t · acc_{t+1}, acc_T = 0, along axis 0 (time).
+
+    This is eq. (1) of the paper written backwards: one pass of a reversed
+    `tf.scan` instead of the O(T²) sum.
+    """
+    def step(acc_next, elements):
+        delta, decay = elements
+        return delta + decay * acc_next
+
+    return tf.scan(step, (deltas, decays), initializer=tf.zeros_like(deltas[0]),
+                   reverse=True)
+
+
+def _shift_in_bootstrap(sequence, bootstrap_value):
+    """[x_1, ..., x_{T-1}, bootstrap]: the time-major sequence one step ahead."""
+    return tf.concat([sequence[1:], bootstrap_value[tf.newaxis]], axis=0)
+
+
+def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
+                   lambda_, clip_rho_threshold, clip_pg_rho_threshold,
+                   clip_c_threshold):
+    """V-trace on time-major tensors of one compute dtype; see module doc."""
+    clipped_rhos = _clipped_ratio(log_rhos, clip_rho_threshold)
+    cs = lambda_ * _clipped_ratio(log_rhos, clip_c_threshold)
+    values_t_plus_1 = _shift_in_bootstrap(values, bootstrap_value)
+    deltas = clipped_rhos * (rewards + discounts * values_t_plus_1 - values)
+    vs = values + _reverse_discounted_sum(deltas, discounts * cs)
+
+    vs_t_plus_1 = _shift_in_bootstrap(vs, bootstrap_value)
+    clipped_pg_rhos = _clipped_ratio(log_rhos, clip_pg_rho_threshold)
+    pg_advantages = clipped_pg_rhos * (rewards + discounts * vs_t_plus_1 - values)
+    return vs, pg_advantages
+
+
+# One trace serves every T and B; XLA still compiles once per concrete shape.
+_KERNELS = {
+    True: tf.function(_vtrace_kernel, jit_compile=True, reduce_retracing=True),
+    False: tf.function(_vtrace_kernel, reduce_retracing=True),
+}
+
+
+# --- Public entry points -----------------------------------------------------
+
+
+def _to_time_major(tensor, time_major):
+    """[B, T, ...] -> [T, B, ...] (the same permutation maps back)."""
+    if time_major or tensor.shape.rank == 0:
+        return tensor
+    perm = [1, 0] + list(range(2, tensor.shape.rank))
+    return tf.transpose(tensor, perm)
+
+
+def _prepare_inputs(log_rhos, discounts, rewards, values, bootstrap_value,
+                    lambda_, time_major, validate_args):
+    """Converts and checks the sequence inputs; returns them and the asserts."""
+    values = _checks.to_float_tensor(values, "values")
+    dtype = values.dtype
+    if values.shape.rank is None or values.shape.rank < 2:
+        layout = "[T, B, ...]" if time_major else "[B, T, ...]"
+        raise ValueError(
+            f"`values` must have a known rank >= 2, laid out {layout}; got "
+            f"shape {values.shape}.")
+    sequences = {
+        "log_rhos": log_rhos, "discounts": discounts, "rewards": rewards}
+    converted, asserts = {}, []
+    for name, sequence in sequences.items():
+        converted[name] = _checks.to_float_tensor(sequence, name, dtype)
+        asserts += _checks.check_same_shape(
+            converted[name], name, values, "values", time_major, validate_args)
+    bootstrap_value = _checks.to_float_tensor(
+        bootstrap_value, "bootstrap_value", dtype)
+    asserts += _checks.check_bootstrap_shape(
+        bootstrap_value, values, time_major, validate_args)
+    lambda_ = _checks.to_float_tensor(lambda_, "lambda_", dtype)
+    asserts += _checks.check_lambda_shape(lambda_, values, time_major,
+                                          validate_args)
+    return (converted["log_rhos"], converted["discounts"], converted["rewards"],
+            values, bootstrap_value, lambda_), asserts
+
+
+def from_importance_weights(log_rhos,
+                            discounts,
+                            rewards,
+                            values,
+                            bootstrap_value,
+                            clip_rho_threshold=1.0,
+                            clip_pg_rho_threshold=1.0,
+                            *,
+                            clip_c_threshold=1.0,
+                            lambda_=1.0,
+                            time_major=True,
+                            jit_compile=True,
+                            validate_args=False,
+                            name=None):
+    r"""V-trace targets from log importance weights log ρ_t.
+
+    With ρ_t = exp(`log_rhos`), V = `values`, vs_T = V(x_T) = `bootstrap_value`:
+
+        δ_t  = min(ρ̄, ρ_t) (r_t + γ_t V(x_{t+1}) − V(x_t))
+        c_t  = λ_t min(c̄, ρ_t)
+        vs_t = V(x_t) + δ_t + γ_t c_t (vs_{t+1} − V(x_{t+1}))
+        A_t  = min(ρ̄_pg, ρ_t) (r_t + γ_t vs_{t+1} − V(x_t))
+
+    computed by a reversed `tf.scan` over time. The ratios are clipped in log
+    space, so both outputs stay finite for any finite `log_rhos` whenever the
+    thresholds are set. Neither output carries a gradient (they are targets).
+
+    Args:
+      log_rhos: log π(a_t|x_t) − log μ(a_t|x_t), float [T, B, ...].
+      discounts: γ_t, float [T, B, ...]: the discount from step t to t+1,
+        zero where the episode terminated at step t.
+      rewards: r_t, float [T, B, ...].
+      values: V(x_t) under the target policy, float [T, B, ...]. Its dtype is
+        the dtype of the computation (float16/bfloat16 run in float32).
+      bootstrap_value: V(x_T), float [B, ...].
+      clip_rho_threshold: ρ̄, a positive scalar, or None for no clipping.
+      clip_pg_rho_threshold: ρ̄_pg, a positive scalar, or None for no clipping.
+      clip_c_threshold: c̄, a positive scalar, or None for no clipping.
+      lambda_: λ, a scalar or a tensor shaped like `rewards` (one per step).
+      time_major: If False, every sequence input and output is [B, T, ...].
+      jit_compile: Compile the recursion with XLA (default). Either way it
+        runs inside a caller's `tf.function`, `jit_compile=True` function,
+        `GradientTape`, or eagerly.
+      validate_args: Also assert, at run time, shapes that are unknown when
+        traced (T or B of None) and that tensor thresholds are positive.
+      name: Name scope of the ops.
+
+    Returns:
+      A `VTraceReturns(vs, pg_advantages)`, each shaped and typed like `values`.
+
+    Raises:
+      TypeError: An input is not floating point, or a float tensor's dtype
+        differs from `values`'.
+      ValueError: A rank or a known dimension does not match, or a threshold
+        is not positive.
+
+    Examples:
+
+    >>> import tensorflow as tf, tf_vtrace
+    >>> T, B = 5, 2
+    >>> out = tf_vtrace.from_importance_weights(
+    ...     log_rhos=tf.zeros([T, B]), discounts=tf.fill([T, B], 0.9),
+    ...     rewards=tf.ones([T, B]), values=tf.zeros([T, B]),
+    ...     bootstrap_value=tf.zeros([B]))
+    >>> [round(float(v), 4) for v in out.vs[:, 0]]  # on-policy: discounted returns
+    [4.0951, 3.439, 2.71, 1.9, 1.0]
+    """
+    with tf.name_scope(name or "from_importance_weights"):
+        inputs, asserts = _prepare_inputs(
+            log_rhos, discounts, rewards, values, bootstrap_value, lambda_,
+            time_major, validate_args)
+        dtype = inputs[3].dtype
+        compute_dtype = tf.float32 if dtype in _checks.HALF_DTYPES else dtype
+        thresholds = []
+        for threshold, threshold_name in (
+                (clip_rho_threshold, "clip_rho_threshold"),
+                (clip_pg_rho_threshold, "clip_pg_rho_threshold"),
+                (clip_c_threshold, "clip_c_threshold")):
+            threshold, threshold_asserts = _checks.check_threshold(
+                threshold, threshold_name, compute_dtype, validate_args)
+            thresholds.append(threshold)
+            asserts += threshold_asserts
+        inputs = _checks.with_dependencies(asserts, list(inputs))
+        # Targets carry no gradient: stopping it on the inputs keeps the tape
+        # from recording the recursion at all.
+        inputs = [
+            tf.cast(_to_time_major(tf.stop_gradient(t), time_major), compute_dtype)
+            for t in inputs]
+        vs, pg_advantages = _KERNELS[bool(jit_compile)](*inputs, *thresholds)
+        return VTraceReturns(
+            vs=tf.cast(_to_time_major(vs, time_major), dtype),
+            pg_advantages=tf.cast(_to_time_major(pg_advantages, time_major), dtype))
+
+
+# --- Log-probabilities from policy parameters --------------------------------
+
+
+def _make_distribution(policy_logits, dist_class, model):
+    """The action distribution of one head, checked to be a tfp Distribution."""
+    if dist_class is None:
+        return tfd.Categorical(logits=policy_logits)
+    dist = dist_class(policy_logits) if model is None else dist_class(
+        policy_logits, model)
+    if not isinstance(dist, tfd.Distribution):
+        raise TypeError(
+            "`dist_class` must build a tfp.distributions.Distribution from a "
+            f"head's parameters; it returned {type(dist).__name__}.")
+    return dist
+
+
+def _check_categorical_actions(policy_logits, actions, validate_args):
+    """Integer actions in [0, num_actions) for the default Categorical head."""
+    if not actions.dtype.is_integer:
+        raise TypeError(
+            "`actions` must be integers for Categorical heads (dist_class=None), "
+            f"got dtype {actions.dtype.name}. Keras 3 casts y_true to float: "
+            "cast actions back with tf.cast(actions, tf.int32).")
+    if actions.shape.rank is not None and policy_logits.shape.rank is not None:
+        if actions.shape.rank != policy_logits.shape.rank - 1:
+            raise ValueError(
+                f"`actions` with shape {actions.shape} must have one axis fewer "
+                f"than the logits with shape {policy_logits.shape} (the logits' "
+                "last axis indexes actions).")
+    if not validate_args:
+        return []
+    num_actions = tf.cast(tf.shape(policy_logits)[-1], actions.dtype)
+    return [
+        tf.debugging.assert_non_negative(
+            actions, message="`actions` must be >= 0"),
+        tf.debugging.assert_less(
+            actions, num_actions,
+            message="`actions` must be < the number of logits (last axis)"),
+    ]
+
+
+def log_probs_from_logits_and_actions(policy_logits, actions, dist_class=None,
+                                      model=None, *, validate_args=False):
+    """log p(actions) under the distribution that `policy_logits` parameterize.
+
+    Args:
+      policy_logits: A head's parameters, float [T, B, ..., P]. For the default
+        Categorical head these are unnormalized log-probabilities over P actions.
+      actions: The actions taken: integer [T, B, ...] for Categorical heads,
+        otherwise whatever the distribution's `log_prob` takes.
+      dist_class: None for `tfp.distributions.Categorical(logits=...)`, or a
+        callable `dist_class(policy_logits)` (or `dist_class(policy_logits,
+        model)` when `model` is given, as in RLlib) returning a tfp
+        Distribution whose `log_prob(actions)` is [T, B, ...].
+      model: Passed to `dist_class` when not None.
+      validate_args: Assert at run time that Categorical actions are in range.
+
+    Returns:
+      The log-probabilities, [T, B, ...].
+
+    Examples:
+
+    >>> import tensorflow as tf, tf_vtrace
+    >>> logits = tf.math.log([[[0.25, 0.75]]])  # T=1, B=1, two actions
+    >>> float(tf.exp(tf_vtrace.log_probs_from_logits_and_actions(logits, [[1]]))[0, 0])
+    0.75
+    """
+    with tf.name_scope("log_probs_from_logits_and_actions"):
+        policy_logits = tf.convert_to_tensor(policy_logits, name="policy_logits")
+        actions = tf.convert_to_tensor(actions, name="actions")
+        if dist_class is None:
+            asserts = _check_categorical_actions(policy_logits, actions,
+                                                 validate_args)
+            (actions,) = _checks.with_dependencies(asserts, [actions])
+        return _make_distribution(policy_logits, dist_class, model).log_prob(
+            actions)
+
+
+def multi_log_probs_from_logits_and_actions(policy_logits, actions,
+                                            dist_class=None, model=None, *,
+                                            validate_args=False):
+    """`log_probs_from_logits_and_actions` for each head of a list.
+
+    Args:
+      policy_logits: A list with one parameter tensor per action head.
+      actions: A list with one action tensor per head.
+      dist_class: As in `log_probs_from_logits_and_actions`, shared by heads.
+      model: As in `log_probs_from_logits_and_actions`.
+      validate_args: As in `log_probs_from_logits_and_actions`.
+
+    Returns:
+      A list with one [T, B, ...] log-probability tensor per head.
+    """
+    policy_logits, actions = list(policy_logits), list(actions)
+    if len(policy_logits) != len(actions):
+        raise ValueError(
+            f"`actions` has {len(actions)} heads but the logits have "
+            f"{len(policy_logits)}; pass one entry per action head.")
+    return [
+        log_probs_from_logits_and_actions(
+            logits, head_actions, dist_class, model, validate_args=validate_args)
+        for logits, head_actions in zip(policy_logits, actions)]
+
+
+def get_log_rhos(target_action_log_probs, behaviour_action_log_probs):
+    """log ρ_t = Σ_heads (log π_head(a_t) − log μ_head(a_t)).
+
+    The joint action's probability is the product over independent heads, so
+    its log-ratio is the sum of the heads' log-ratios (target minus behaviour).
+
+    Args:
+      target_action_log_probs: A list with one [T, B, ...] tensor per head.
+      behaviour_action_log_probs: A list like `target_action_log_probs`.
+
+    Returns:
+      log ρ, [T, B, ...].
+    """
+    target = list(target_action_log_probs)
+    behaviour = list(behaviour_action_log_probs)
+    if len(target) != len(behaviour) or not target:
+        raise ValueError(
+            "`target_action_log_probs` and `behaviour_action_log_probs` must be "
+            f"non-empty lists of equal length; got {len(target)} and "
+            f"{len(behaviour)}.")
+    return tf.add_n([t - b for t, b in zip(target, behaviour)])
+
+
+def _as_head_list(heads, name):
+    """A list of per-head tensors; a lone tensor is one head."""
+    if isinstance(heads, (list, tuple)):
+        if not heads:
+            raise ValueError(f"`{name}` must list at least one action head.")
+        return list(heads)
+    return [heads]
+
+
+def multi_from_logits(behaviour_policy_logits,
+                      target_policy_logits,
+                      actions,
+                      discounts,
+                      rewards,
+                      values,
+                      bootstrap_value,
+                      dist_class=None,
+                      model=None,
+                      behaviour_action_log_probs=None,
+                      clip_rho_threshold=1.0,
+                      clip_pg_rho_threshold=1.0,
+                      *,
+                      clip_c_threshold=1.0,
+                      lambda_=1.0,
+                      time_major=True,
+                      jit_compile=True,
+                      validate_args=False,
+                      name=None):
+    r"""V-trace for policies with several action heads.
+
+    The heads' log-probabilities are summed: log ρ_t = Σ_k (log π_k(a_t^k) −
+    log μ_k(a_t^k)), then `from_importance_weights` computes the targets.
+
+    Args:
+      behaviour_policy_logits: A list with one [T, B, ..., P_k] parameter tensor
+        per head for μ. Unused when `behaviour_action_log_probs` is given.
+      target_policy_logits: A list with one [T, B, ..., P_k] tensor per head
+        for π (log-probs are differentiable with respect to these).
+      actions: A list with one action tensor per head, [T, B, ...].
+      discounts: γ_t, float [T, B, ...].
+      rewards: r_t, float [T, B, ...].
+      values: V(x_t), float [T, B, ...].
+      bootstrap_value: V(x_T), float [B, ...].
+      dist_class: None (Categorical) or a callable building a tfp Distribution
+        from one head's parameters; see `log_probs_from_logits_and_actions`.
+      model: Passed to `dist_class` when not None.
+      behaviour_action_log_probs: Precomputed log μ_k(a_t^k), a list with one
+        tensor per head (or one tensor for one head); used instead of
+        recomputing from `behaviour_policy_logits`.
+      clip_rho_threshold: ρ̄, a positive scalar, or None.
+      clip_pg_rho_threshold: ρ̄_pg, a positive scalar, or None.
+      clip_c_threshold: c̄, a positive scalar, or None.
+      lambda_: λ, a scalar or one value per step.
+      time_major: If False, all sequences (logits and actions too) are
+        [B, T, ...] and so are the outputs.
+      jit_compile: Compile the recursion with XLA.
+      validate_args: Assert run-time shapes and action ranges.
+      name: Name scope of the ops.
+
+    Returns:
+      A `VTraceFromLogitsReturns` whose two log-prob fields are lists, one
+      tensor per head.
+
+    Examples:
+
+    >>> import tensorflow as tf, tf_vtrace
+    >>> T, B = 3, 2
+    >>> heads = [tf.zeros([T, B, 4]), tf.zeros([T, B, 2])]
+    >>> out = tf_vtrace.multi_from_logits(
+    ...     heads, heads, [tf.zeros([T, B], tf.int32)] * 2,
+    ...     discounts=tf.fill([T, B], 0.9), rewards=tf.ones([T, B]),
+    ...     values=tf.zeros([T, B]), bootstrap_value=tf.zeros([B]))
+    >>> len(out.target_action_log_probs), float(tf.reduce_max(tf.abs(out.log_rhos)))
+    (2, 0.0)
+    """
+    with tf.name_scope(name or "multi_from_logits"):
+        target_policy_logits = _as_head_list(target_policy_logits,
+                                             "target_policy_logits")
+        actions = _as_head_list(actions, "actions")
+        target_action_log_probs = multi_log_probs_from_logits_and_actions(
+            target_policy_logits, actions, dist_class, model,
+            validate_args=validate_args)
+        if behaviour_action_log_probs is None:
+            behaviour_action_log_probs = multi_log_probs_from_logits_and_actions(
+                _as_head_list(behaviour_policy_logits, "behaviour_policy_logits"),
+                actions, dist_class, model, validate_args=validate_args)
+        else:
+            behaviour_action_log_probs = _as_head_list(
+                behaviour_action_log_probs, "behaviour_action_log_probs")
+        log_rhos = get_log_rhos(target_action_log_probs,
+                                behaviour_action_log_probs)
+        if log_rhos.shape.rank is not None and tf.convert_to_tensor(
+                values).shape.rank != log_rhos.shape.rank:
+            raise ValueError(
+                f"The heads' log-probs have shape {log_rhos.shape} but `values` "
+                f"has shape {tf.convert_to_tensor(values).shape}; the logits must "
+                "be `values`' shape plus a parameter axis and `actions` must "
+                "match `values` (plus any event dims of `dist_class`).")
+        returns = from_importance_weights(
+            log_rhos, discounts, rewards, values, bootstrap_value,
+            clip_rho_threshold, clip_pg_rho_threshold,
+            clip_c_threshold=clip_c_threshold, lambda_=lambda_,
+            time_major=time_major, jit_compile=jit_compile,
+            validate_args=validate_args)
+        return VTraceFromLogitsReturns(
+            vs=returns.vs,
+            pg_advantages=returns.pg_advantages,
+            log_rhos=log_rhos,
+            behaviour_action_log_probs=behaviour_action_log_probs,
+            target_action_log_probs=target_action_log_probs)
+
+
+def from_logits(behaviour_policy_logits,
+                target_policy_logits,
+                actions,
+                discounts,
+                rewards,
+                values,
+                bootstrap_value,
+                dist_class=None,
+                model=None,
+                clip_rho_threshold=1.0,
+                clip_pg_rho_threshold=1.0,
+                *,
+                clip_c_threshold=1.0,
+                lambda_=1.0,
+                time_major=True,
+                jit_compile=True,
+                validate_args=False,
+                name=None):
+    r"""V-trace for a single-head policy given as logits.
+
+    log ρ_t = log π(a_t | x_t) − log μ(a_t | x_t) with both log-probs from
+    `dist_class` (default: `tfp.distributions.Categorical` over the logits'
+    last axis), then `from_importance_weights`.
+
+    Args:
+      behaviour_policy_logits: μ's parameters, float [T, B, ..., P].
+      target_policy_logits: π's parameters, float [T, B, ..., P].
+      actions: The actions taken under μ, [T, B, ...] (integers for Categorical).
+      discounts: γ_t, float [T, B, ...].
+      rewards: r_t, float [T, B, ...].
+      values: V(x_t), float [T, B, ...].
+      bootstrap_value: V(x_T), float [B, ...].
+      dist_class: None (Categorical) or a callable building a tfp Distribution
+        from the parameters (continuous heads too).
+      model: Passed to `dist_class` when not None.
+      clip_rho_threshold: ρ̄, a positive scalar, or None.
+      clip_pg_rho_threshold: ρ̄_pg, a positive scalar, or None.
+      clip_c_threshold: c̄, a positive scalar, or None.
+      lambda_: λ, a scalar or one value per step.
+      time_major: If False, all sequences and outputs are [B, T, ...].
+      jit_compile: Compile the recursion with XLA.
+      validate_args: Assert run-time shapes and action ranges.
+      name: Name scope of the ops.
+
+    Returns:
+      A `VTraceFromLogitsReturns` with single tensors in every field.
+
+    Examples:
+
+    >>> import tensorflow as tf, tf_vtrace
+    >>> T, B, A = 4, 3, 6
+    >>> out = tf_vtrace.from_logits(
+    ...     behaviour_policy_logits=tf.random.normal([T, B, A]),
+    ...     target_policy_logits=tf.random.normal([T, B, A]),
+    ...     actions=tf.random.uniform([T, B], maxval=A, dtype=tf.int32),
+    ...     discounts=tf.fill([T, B], 0.99), rewards=tf.ones([T, B]),
+    ...     values=tf.zeros([T, B]), bootstrap_value=tf.zeros([B]))
+    >>> out.vs.shape, out.log_rhos.shape
+    (TensorShape([4, 3]), TensorShape([4, 3]))
+    """
+    returns = multi_from_logits(
+        [behaviour_policy_logits], [target_policy_logits], [actions], discounts,
+        rewards, values, bootstrap_value, dist_class, model,
+        clip_rho_threshold=clip_rho_threshold,
+        clip_pg_rho_threshold=clip_pg_rho_threshold,
+        clip_c_threshold=clip_c_threshold, lambda_=lambda_,
+        time_major=time_major, jit_compile=jit_compile,
+        validate_args=validate_args, name=name or "from_logits")
+    return returns._replace(
+        behaviour_action_log_probs=returns.behaviour_action_log_probs[0],
+        target_action_log_probs=returns.target_action_log_probs[0])
