@@ -14,7 +14,7 @@ venv: $(STAMP)
 $(STAMP): setup.py constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -c constraints.txt -e '.[test,docs]'
+	$(PIP) install --quiet -c constraints.txt -e '.[test,docs,examples]'
 	touch $(STAMP)
 
 demo: venv

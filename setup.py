@@ -23,7 +23,8 @@ setup(
         "numpy",
     ],
     extras_require={
-        "test": ["pytest", "hypothesis", "pytest-xdist"],
+        "test": ["pytest", "hypothesis", "pytest-xdist", "gymnasium"],
+        "examples": ["gymnasium"],
         "docs": ["mkdocs", "mkdocs-material", "mkdocstrings[python]"],
     },
     license="Apache-2.0",

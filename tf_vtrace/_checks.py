@@ -33,7 +33,9 @@ def to_float_tensor(value, name, dtype=None):
     reference argument). A `tf.Tensor` or `tf.Variable` of another float dtype
     is an error rather than a silent cast, as elsewhere in TensorFlow.
     """
-    tensor = tf.convert_to_tensor(value, name=name)
+    # dtype_hint converts Python numbers straight to `dtype` (0.9 in float64
+    # stays 0.9, not float32's 0.8999999762); arrays keep their own dtype.
+    tensor = tf.convert_to_tensor(value, dtype_hint=dtype, name=name)
     if not tensor.dtype.is_floating:
         raise TypeError(
             f"`{name}` must be a floating-point tensor, got dtype "

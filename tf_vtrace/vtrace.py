@@ -113,7 +113,10 @@ def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
                    clip_c_threshold):
     """V-trace on time-major tensors of one compute dtype; see module doc."""
     clipped_rhos = _clipped_ratio(log_rhos, clip_rho_threshold)
-    cs = lambda_ * _clipped_ratio(log_rhos, clip_c_threshold)
+    # λ may be a scalar or per-step; broadcasting pins the traces' shape even
+    # when the trace was generalized over λ's rank.
+    lambdas = tf.broadcast_to(lambda_, tf.shape(log_rhos))
+    cs = lambdas * _clipped_ratio(log_rhos, clip_c_threshold)
     values_t_plus_1 = _shift_in_bootstrap(values, bootstrap_value)
     deltas = clipped_rhos * (rewards + discounts * values_t_plus_1 - values)
     vs = values + _reverse_discounted_sum(deltas, discounts * cs)
@@ -142,32 +145,49 @@ def _to_time_major(tensor, time_major):
     return tf.transpose(tensor, perm)
 
 
+_SEQUENCE_NAMES = ("log_rhos", "discounts", "rewards", "values", "lambda_")
+
+
 def _prepare_inputs(log_rhos, discounts, rewards, values, bootstrap_value,
                     lambda_, time_major, validate_args):
-    """Converts and checks the sequence inputs; returns them and the asserts."""
+    """Converts and checks the inputs against `values`.
+
+    Returns the sequences (a dict keyed by `_SEQUENCE_NAMES`, λ possibly a
+    scalar), the bootstrap value, and the run-time asserts to wait on.
+    """
     values = _checks.to_float_tensor(values, "values")
-    dtype = values.dtype
     if values.shape.rank is None or values.shape.rank < 2:
         layout = "[T, B, ...]" if time_major else "[B, T, ...]"
         raise ValueError(
             f"`values` must have a known rank >= 2, laid out {layout}; got "
             f"shape {values.shape}.")
-    sequences = {
-        "log_rhos": log_rhos, "discounts": discounts, "rewards": rewards}
-    converted, asserts = {}, []
-    for name, sequence in sequences.items():
-        converted[name] = _checks.to_float_tensor(sequence, name, dtype)
+    sequences = {"values": values}
+    asserts = []
+    for name, sequence in (("log_rhos", log_rhos), ("discounts", discounts),
+                           ("rewards", rewards)):
+        sequences[name] = _checks.to_float_tensor(sequence, name, values.dtype)
         asserts += _checks.check_same_shape(
-            converted[name], name, values, "values", time_major, validate_args)
+            sequences[name], name, values, "values", time_major, validate_args)
+    sequences["lambda_"] = _checks.to_float_tensor(lambda_, "lambda_",
+                                                   values.dtype)
+    asserts += _checks.check_lambda_shape(sequences["lambda_"], values,
+                                          time_major, validate_args)
     bootstrap_value = _checks.to_float_tensor(
-        bootstrap_value, "bootstrap_value", dtype)
+        bootstrap_value, "bootstrap_value", values.dtype)
     asserts += _checks.check_bootstrap_shape(
         bootstrap_value, values, time_major, validate_args)
-    lambda_ = _checks.to_float_tensor(lambda_, "lambda_", dtype)
-    asserts += _checks.check_lambda_shape(lambda_, values, time_major,
-                                          validate_args)
-    return (converted["log_rhos"], converted["discounts"], converted["rewards"],
-            values, bootstrap_value, lambda_), asserts
+    return sequences, bootstrap_value, asserts
+
+
+def _prepare_thresholds(thresholds, compute_dtype, validate_args):
+    """ρ̄, ρ̄_pg, c̄ as tensors of `compute_dtype` (or None); and their asserts."""
+    converted, asserts = [], []
+    for name, threshold in thresholds.items():
+        threshold, threshold_asserts = _checks.check_threshold(
+            threshold, name, compute_dtype, validate_args)
+        converted.append(threshold)
+        asserts += threshold_asserts
+    return converted, asserts
 
 
 def from_importance_weights(log_rhos,
@@ -238,27 +258,31 @@ def from_importance_weights(log_rhos,
     [4.0951, 3.439, 2.71, 1.9, 1.0]
     """
     with tf.name_scope(name or "from_importance_weights"):
-        inputs, asserts = _prepare_inputs(
+        sequences, bootstrap_value, asserts = _prepare_inputs(
             log_rhos, discounts, rewards, values, bootstrap_value, lambda_,
             time_major, validate_args)
-        dtype = inputs[3].dtype
+        dtype = sequences["values"].dtype
         compute_dtype = tf.float32 if dtype in _checks.HALF_DTYPES else dtype
-        thresholds = []
-        for threshold, threshold_name in (
-                (clip_rho_threshold, "clip_rho_threshold"),
-                (clip_pg_rho_threshold, "clip_pg_rho_threshold"),
-                (clip_c_threshold, "clip_c_threshold")):
-            threshold, threshold_asserts = _checks.check_threshold(
-                threshold, threshold_name, compute_dtype, validate_args)
-            thresholds.append(threshold)
-            asserts += threshold_asserts
-        inputs = _checks.with_dependencies(asserts, list(inputs))
-        # Targets carry no gradient: stopping it on the inputs keeps the tape
-        # from recording the recursion at all.
-        inputs = [
-            tf.cast(_to_time_major(tf.stop_gradient(t), time_major), compute_dtype)
-            for t in inputs]
-        vs, pg_advantages = _KERNELS[bool(jit_compile)](*inputs, *thresholds)
+        thresholds, threshold_asserts = _prepare_thresholds(
+            {"clip_rho_threshold": clip_rho_threshold,
+             "clip_pg_rho_threshold": clip_pg_rho_threshold,
+             "clip_c_threshold": clip_c_threshold},
+            compute_dtype, validate_args)
+
+        def kernel_input(tensor, is_sequence=True):
+            # Targets carry no gradient: stopping it on the inputs keeps the
+            # tape from recording the recursion at all.
+            tensor = tf.cast(tf.stop_gradient(tensor), compute_dtype)
+            return _to_time_major(tensor, time_major) if is_sequence else tensor
+
+        *ordered, bootstrap_value = _checks.with_dependencies(
+            asserts + threshold_asserts,
+            [sequences[n] for n in _SEQUENCE_NAMES] + [bootstrap_value])
+        log_rhos, discounts, rewards, values, lambda_ = map(kernel_input, ordered)
+        vs, pg_advantages = _KERNELS[bool(jit_compile)](
+            log_rhos, discounts, rewards, values,
+            kernel_input(bootstrap_value, is_sequence=False), lambda_,
+            *thresholds)
         return VTraceReturns(
             vs=tf.cast(_to_time_major(vs, time_major), dtype),
             pg_advantages=tf.cast(_to_time_major(pg_advantages, time_major), dtype))
@@ -391,6 +415,17 @@ def get_log_rhos(target_action_log_probs, behaviour_action_log_probs):
     return tf.add_n([t - b for t, b in zip(target, behaviour)])
 
 
+def _check_log_probs_match_values(log_rhos, values):
+    """The heads' log-probs must line up with `values` step for step."""
+    values_shape = tf.convert_to_tensor(values).shape
+    if not log_rhos.shape.is_compatible_with(values_shape):
+        raise ValueError(
+            f"The action log-probs have shape {log_rhos.shape} but `values` has "
+            f"shape {values_shape}: `target_policy_logits` must be `values`' "
+            "shape plus a parameter axis, and `actions` must match `values` "
+            "(plus any event dims of `dist_class`).")
+
+
 def _as_head_list(heads, name):
     """A list of per-head tensors; a lone tensor is one head."""
     if isinstance(heads, (list, tuple)):
@@ -482,13 +517,7 @@ def multi_from_logits(behaviour_policy_logits,
                 behaviour_action_log_probs, "behaviour_action_log_probs")
         log_rhos = get_log_rhos(target_action_log_probs,
                                 behaviour_action_log_probs)
-        if log_rhos.shape.rank is not None and tf.convert_to_tensor(
-                values).shape.rank != log_rhos.shape.rank:
-            raise ValueError(
-                f"The heads' log-probs have shape {log_rhos.shape} but `values` "
-                f"has shape {tf.convert_to_tensor(values).shape}; the logits must "
-                "be `values`' shape plus a parameter axis and `actions` must "
-                "match `values` (plus any event dims of `dist_class`).")
+        _check_log_probs_match_values(log_rhos, values)
         returns = from_importance_weights(
             log_rhos, discounts, rewards, values, bootstrap_value,
             clip_rho_threshold, clip_pg_rho_threshold,

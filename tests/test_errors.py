@@ -1,0 +1,147 @@
+"""Bad input raises an error that names the argument and what was expected."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_vtrace
+
+
+def inputs(T=4, B=3, dtype=tf.float32):
+    return dict(log_rhos=tf.zeros([T, B], dtype), discounts=tf.ones([T, B], dtype),
+                rewards=tf.ones([T, B], dtype), values=tf.zeros([T, B], dtype),
+                bootstrap_value=tf.zeros([B], dtype))
+
+
+def logits_inputs(T=4, B=3, num_actions=5):
+    batch = inputs(T, B)
+    del batch["log_rhos"]
+    batch["behaviour_policy_logits"] = tf.zeros([T, B, num_actions])
+    batch["target_policy_logits"] = tf.zeros([T, B, num_actions])
+    batch["actions"] = tf.zeros([T, B], tf.int32)
+    return batch
+
+
+@pytest.mark.parametrize("name", ["log_rhos", "discounts", "rewards"])
+def test_wrong_rank_names_argument(name):
+    batch = inputs()
+    batch[name] = tf.zeros([4])
+    with pytest.raises(ValueError, match=f"`{name}` must have rank 2"):
+        tf_vtrace.from_importance_weights(**batch)
+
+
+def test_values_without_time_axis():
+    batch = inputs()
+    batch["values"] = tf.zeros([3])
+    with pytest.raises(ValueError, match="`values` must have a known rank >= 2"):
+        tf_vtrace.from_importance_weights(**batch)
+
+
+@pytest.mark.parametrize("name,shape", [("rewards", [5, 3]), ("discounts", [4, 2]),
+                                        ("log_rhos", [4, 3, 1])])
+def test_mismatched_time_or_batch(name, shape):
+    batch = inputs()
+    batch[name] = tf.zeros(shape)
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        tf_vtrace.from_importance_weights(**batch)
+
+
+@pytest.mark.parametrize("shape", [[4], [3, 1], []])
+def test_bootstrap_shape(shape):
+    batch = inputs()
+    batch["bootstrap_value"] = tf.zeros(shape)
+    with pytest.raises(ValueError, match="`bootstrap_value`"):
+        tf_vtrace.from_importance_weights(**batch)
+
+
+def test_batch_major_bootstrap_uses_batch_axis():
+    batch = inputs(T=4, B=3)
+    with pytest.raises(ValueError, match="`bootstrap_value`"):
+        # [B, T] layout would need a bootstrap of [4], not [3].
+        tf_vtrace.from_importance_weights(**batch, time_major=False)
+
+
+@pytest.mark.parametrize("name", ["values", "rewards", "bootstrap_value"])
+def test_non_float_input(name):
+    batch = inputs()
+    batch[name] = tf.cast(batch[name], tf.int32)
+    with pytest.raises(TypeError, match=f"`{name}` must be a floating-point"):
+        tf_vtrace.from_importance_weights(**batch)
+
+
+def test_mixed_float_tensors_are_an_error_not_a_silent_cast():
+    batch = inputs()
+    batch["rewards"] = tf.ones([4, 3], tf.float64)
+    with pytest.raises(TypeError, match="`rewards` has dtype float64"):
+        tf_vtrace.from_importance_weights(**batch)
+
+
+def test_numpy_inputs_follow_values_dtype():
+    batch = inputs()
+    batch["rewards"] = np.ones([4, 3])  # float64 numpy: converted, not an error
+    out = tf_vtrace.from_importance_weights(**batch)
+    assert out.vs.dtype == tf.float32
+
+
+@pytest.mark.parametrize("name", ["clip_rho_threshold", "clip_pg_rho_threshold",
+                                  "clip_c_threshold"])
+@pytest.mark.parametrize("value", [0.0, -1.0])
+def test_non_positive_threshold(name, value):
+    with pytest.raises(ValueError, match=f"`{name}` must be a positive"):
+        tf_vtrace.from_importance_weights(**inputs(), **{name: value})
+
+
+def test_tensor_threshold_asserted_when_validating():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="clip_rho_threshold"):
+        tf_vtrace.from_importance_weights(
+            **inputs(), clip_rho_threshold=tf.constant(-1.0), validate_args=True)
+
+
+def test_lambda_shape():
+    with pytest.raises(ValueError, match="`lambda_`"):
+        tf_vtrace.from_importance_weights(**inputs(), lambda_=tf.ones([4]))
+
+
+@pytest.mark.parametrize("bad_action", [5, -1])
+def test_actions_out_of_range_when_validating(bad_action):
+    batch = logits_inputs(num_actions=5)
+    batch["actions"] = tf.tensor_scatter_nd_update(batch["actions"], [[3, 2]],
+                                                   [bad_action])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`actions` must be"):
+        tf_vtrace.from_logits(**batch, validate_args=True)
+
+
+def test_float_actions_for_categorical():
+    batch = logits_inputs()
+    batch["actions"] = tf.zeros([4, 3])
+    with pytest.raises(TypeError, match="`actions` must be integers"):
+        tf_vtrace.from_logits(**batch)
+
+
+def test_actions_rank_for_categorical():
+    batch = logits_inputs()
+    batch["actions"] = tf.zeros([4, 3, 5], tf.int32)
+    with pytest.raises(ValueError, match="`actions` with shape"):
+        tf_vtrace.from_logits(**batch)
+
+
+def test_logits_time_mismatch_with_values():
+    batch = logits_inputs()
+    batch["target_policy_logits"] = tf.zeros([5, 3, 5])
+    batch["behaviour_policy_logits"] = tf.zeros([5, 3, 5])
+    batch["actions"] = tf.zeros([5, 3], tf.int32)
+    with pytest.raises(ValueError, match="`target_policy_logits` must be"):
+        tf_vtrace.from_logits(**batch)
+
+
+def test_dist_class_must_return_a_distribution():
+    with pytest.raises(TypeError, match="`dist_class` must build a tfp"):
+        tf_vtrace.from_logits(**logits_inputs(), dist_class=lambda logits: logits)
+
+
+def test_head_count_mismatch():
+    batch = logits_inputs()
+    with pytest.raises(ValueError, match="`actions` has 2 heads"):
+        tf_vtrace.multi_from_logits(
+            [batch.pop("behaviour_policy_logits")],
+            [batch.pop("target_policy_logits")],
+            [batch["actions"], batch.pop("actions")], **batch)
