@@ -16,7 +16,7 @@ __all__ = [
     "to_float_tensor",
     "check_same_shape",
     "check_bootstrap_shape",
-    "check_lambda_shape",
+    "check_lambda",
     "check_threshold",
     "with_dependencies",
 ]
@@ -98,18 +98,27 @@ def check_bootstrap_shape(bootstrap_value, reference, time_major,
         message="`bootstrap_value` must be [B, ...] of `values`")]
 
 
-def check_lambda_shape(lambda_, reference, time_major, validate_args):
-    """Checks `lambda_` is a scalar or one value per step (shape of rewards)."""
+def check_lambda(lambda_, reference, time_major, validate_args):
+    """λ as a Python float in [0, 1], or a tensor shaped like `reference`.
+
+    Returns λ and run-time asserts.
+    """
+    if isinstance(lambda_, numbers.Real):
+        if not 0.0 <= lambda_ <= 1.0:
+            raise ValueError(f"`lambda_` must be in [0, 1], got {lambda_}.")
+        return float(lambda_), []
+    lambda_ = to_float_tensor(lambda_, "lambda_", reference.dtype)
     if lambda_.shape.rank == 0:
-        return []
-    return check_same_shape(lambda_, "lambda_", reference, "values",
-                            time_major, validate_args)
+        return lambda_, []
+    return lambda_, check_same_shape(lambda_, "lambda_", reference, "values",
+                                     time_major, validate_args)
 
 
-def check_threshold(threshold, name, dtype, validate_args):
-    """Converts a clipping threshold; `None` (no clipping) passes through.
+def check_threshold(threshold, name, validate_args):
+    """Checks a clipping threshold; `None` (no clipping) passes through.
 
-    Returns the threshold as a tensor of `dtype` (or None) and run-time asserts.
+    Returns the threshold (a Python float, a scalar float tensor, or None) and
+    run-time asserts.
     """
     if threshold is None:
         return None, []
@@ -117,8 +126,8 @@ def check_threshold(threshold, name, dtype, validate_args):
         if not threshold > 0:
             raise ValueError(
                 f"`{name}` must be a positive number or None, got {threshold}.")
-        return tf.constant(threshold, dtype), []
-    tensor = tf.cast(to_float_tensor(threshold, name), dtype)
+        return float(threshold), []
+    tensor = to_float_tensor(threshold, name)
     if tensor.shape.rank not in (None, 0):
         raise ValueError(f"`{name}` must be a scalar, got shape {tensor.shape}.")
     if not validate_args:

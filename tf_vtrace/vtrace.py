@@ -78,6 +78,16 @@ Attributes:
 # --- The recursion -----------------------------------------------------------
 
 
+def _as_dtype(value, dtype):
+    """A Python number or tensor as a tensor of `dtype`, without a detour.
+
+    `tf.cast(0.9, tf.float64)` would go through float32 (0.8999999762...);
+    `tf.constant(0.9, tf.float64)` keeps the number exact.
+    """
+    return tf.cast(value, dtype) if tf.is_tensor(value) else tf.constant(
+        value, dtype)
+
+
 def _clipped_ratio(log_rhos, threshold):
     """min(threshold, ρ), computed as exp(min(log threshold, log ρ)).
 
@@ -86,7 +96,8 @@ def _clipped_ratio(log_rhos, threshold):
     """
     if threshold is None:
         return tf.exp(log_rhos)
-    return tf.exp(tf.minimum(log_rhos, tf.math.log(threshold)))
+    log_threshold = tf.math.log(_as_dtype(threshold, log_rhos.dtype))
+    return tf.exp(tf.minimum(log_rhos, log_threshold))
 
 
 def _reverse_discounted_sum(deltas, decays):
@@ -108,14 +119,15 @@ def _shift_in_bootstrap(sequence, bootstrap_value):
     return tf.concat([sequence[1:], bootstrap_value[tf.newaxis]], axis=0)
 
 
-def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
-                   lambda_, clip_rho_threshold, clip_pg_rho_threshold,
-                   clip_c_threshold):
-    """V-trace on time-major tensors of one compute dtype; see module doc."""
+def _vtrace_time_major(log_rhos, discounts, rewards, values, bootstrap_value,
+                       lambda_, clip_rho_threshold, clip_pg_rho_threshold,
+                       clip_c_threshold):
+    """V-trace on time-major tensors of one dtype; see the module docstring."""
     clipped_rhos = _clipped_ratio(log_rhos, clip_rho_threshold)
     # λ may be a scalar or per-step; broadcasting pins the traces' shape even
     # when the trace was generalized over λ's rank.
-    lambdas = tf.broadcast_to(lambda_, tf.shape(log_rhos))
+    lambdas = tf.broadcast_to(_as_dtype(lambda_, log_rhos.dtype),
+                              tf.shape(log_rhos))
     cs = lambdas * _clipped_ratio(log_rhos, clip_c_threshold)
     values_t_plus_1 = _shift_in_bootstrap(values, bootstrap_value)
     deltas = clipped_rhos * (rewards + discounts * values_t_plus_1 - values)
@@ -127,7 +139,41 @@ def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
     return vs, pg_advantages
 
 
+def _to_time_major(tensor, time_major):
+    """[B, T, ...] -> [T, B, ...] (the same permutation maps back)."""
+    if time_major or tensor.shape.rank == 0:
+        return tensor
+    perm = [1, 0] + list(range(2, tensor.shape.rank))
+    return tf.transpose(tensor, perm)
+
+
+def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
+                   lambda_, clip_rho_threshold, clip_pg_rho_threshold,
+                   clip_c_threshold, time_major):
+    """`_vtrace_time_major` in the caller's layout and dtype.
+
+    The layout and dtype plumbing lives inside the compiled function too, so
+    an eager call costs one dispatch rather than a dozen small eager ops.
+    """
+    dtype = values.dtype
+    compute_dtype = tf.float32 if dtype in _checks.HALF_DTYPES else dtype
+
+    def prepare(tensor, is_sequence=True):
+        tensor = tf.cast(tensor, compute_dtype)
+        return _to_time_major(tensor, time_major) if is_sequence else tensor
+
+    if tf.is_tensor(lambda_):
+        lambda_ = prepare(lambda_)
+    vs, pg_advantages = _vtrace_time_major(
+        prepare(log_rhos), prepare(discounts), prepare(rewards), prepare(values),
+        prepare(bootstrap_value, is_sequence=False), lambda_,
+        clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold)
+    return (tf.cast(_to_time_major(vs, time_major), dtype),
+            tf.cast(_to_time_major(pg_advantages, time_major), dtype))
+
+
 # One trace serves every T and B; XLA still compiles once per concrete shape.
+# Python-number hyperparameters (ρ̄, ρ̄_pg, c̄, λ) are compiled in as constants.
 _KERNELS = {
     True: tf.function(_vtrace_kernel, jit_compile=True, reduce_retracing=True),
     False: tf.function(_vtrace_kernel, reduce_retracing=True),
@@ -137,23 +183,12 @@ _KERNELS = {
 # --- Public entry points -----------------------------------------------------
 
 
-def _to_time_major(tensor, time_major):
-    """[B, T, ...] -> [T, B, ...] (the same permutation maps back)."""
-    if time_major or tensor.shape.rank == 0:
-        return tensor
-    perm = [1, 0] + list(range(2, tensor.shape.rank))
-    return tf.transpose(tensor, perm)
-
-
-_SEQUENCE_NAMES = ("log_rhos", "discounts", "rewards", "values", "lambda_")
-
-
 def _prepare_inputs(log_rhos, discounts, rewards, values, bootstrap_value,
                     lambda_, time_major, validate_args):
     """Converts and checks the inputs against `values`.
 
-    Returns the sequences (a dict keyed by `_SEQUENCE_NAMES`, λ possibly a
-    scalar), the bootstrap value, and the run-time asserts to wait on.
+    Returns the five tensors in argument order, λ (possibly a Python float),
+    and the run-time asserts to wait on.
     """
     values = _checks.to_float_tensor(values, "values")
     if values.shape.rank is None or values.shape.rank < 2:
@@ -161,30 +196,27 @@ def _prepare_inputs(log_rhos, discounts, rewards, values, bootstrap_value,
         raise ValueError(
             f"`values` must have a known rank >= 2, laid out {layout}; got "
             f"shape {values.shape}.")
-    sequences = {"values": values}
-    asserts = []
+    converted, asserts = [], []
     for name, sequence in (("log_rhos", log_rhos), ("discounts", discounts),
                            ("rewards", rewards)):
-        sequences[name] = _checks.to_float_tensor(sequence, name, values.dtype)
+        converted.append(_checks.to_float_tensor(sequence, name, values.dtype))
         asserts += _checks.check_same_shape(
-            sequences[name], name, values, "values", time_major, validate_args)
-    sequences["lambda_"] = _checks.to_float_tensor(lambda_, "lambda_",
-                                                   values.dtype)
-    asserts += _checks.check_lambda_shape(sequences["lambda_"], values,
-                                          time_major, validate_args)
+            converted[-1], name, values, "values", time_major, validate_args)
     bootstrap_value = _checks.to_float_tensor(
         bootstrap_value, "bootstrap_value", values.dtype)
     asserts += _checks.check_bootstrap_shape(
         bootstrap_value, values, time_major, validate_args)
-    return sequences, bootstrap_value, asserts
+    lambda_, lambda_asserts = _checks.check_lambda(
+        lambda_, values, time_major, validate_args)
+    return converted + [values, bootstrap_value], lambda_, asserts + lambda_asserts
 
 
-def _prepare_thresholds(thresholds, compute_dtype, validate_args):
-    """ρ̄, ρ̄_pg, c̄ as tensors of `compute_dtype` (or None); and their asserts."""
+def _prepare_thresholds(thresholds, validate_args):
+    """ρ̄, ρ̄_pg, c̄ checked (numbers, scalar tensors or None); and their asserts."""
     converted, asserts = [], []
     for name, threshold in thresholds.items():
         threshold, threshold_asserts = _checks.check_threshold(
-            threshold, name, compute_dtype, validate_args)
+            threshold, name, validate_args)
         converted.append(threshold)
         asserts += threshold_asserts
     return converted, asserts
@@ -258,34 +290,28 @@ def from_importance_weights(log_rhos,
     [4.0951, 3.439, 2.71, 1.9, 1.0]
     """
     with tf.name_scope(name or "from_importance_weights"):
-        sequences, bootstrap_value, asserts = _prepare_inputs(
+        tensors, lambda_, asserts = _prepare_inputs(
             log_rhos, discounts, rewards, values, bootstrap_value, lambda_,
             time_major, validate_args)
-        dtype = sequences["values"].dtype
-        compute_dtype = tf.float32 if dtype in _checks.HALF_DTYPES else dtype
         thresholds, threshold_asserts = _prepare_thresholds(
             {"clip_rho_threshold": clip_rho_threshold,
              "clip_pg_rho_threshold": clip_pg_rho_threshold,
              "clip_c_threshold": clip_c_threshold},
-            compute_dtype, validate_args)
-
-        def kernel_input(tensor, is_sequence=True):
-            # Targets carry no gradient: stopping it on the inputs keeps the
-            # tape from recording the recursion at all.
-            tensor = tf.cast(tf.stop_gradient(tensor), compute_dtype)
-            return _to_time_major(tensor, time_major) if is_sequence else tensor
-
-        *ordered, bootstrap_value = _checks.with_dependencies(
-            asserts + threshold_asserts,
-            [sequences[n] for n in _SEQUENCE_NAMES] + [bootstrap_value])
-        log_rhos, discounts, rewards, values, lambda_ = map(kernel_input, ordered)
+            validate_args)
+        log_rhos, discounts, rewards, values, bootstrap_value = (
+            _checks.with_dependencies(asserts + threshold_asserts, tensors))
+        # Targets carry no gradient. Stopping it before the compiled call keeps
+        # a GradientTape from recording the recursion at all (XLA cannot hand
+        # the scan's intermediate TensorLists to a backward pass anyway).
+        log_rhos, discounts, rewards, values, bootstrap_value = (
+            tf.stop_gradient(t)
+            for t in (log_rhos, discounts, rewards, values, bootstrap_value))
+        if tf.is_tensor(lambda_):
+            lambda_ = tf.stop_gradient(lambda_)
         vs, pg_advantages = _KERNELS[bool(jit_compile)](
-            log_rhos, discounts, rewards, values,
-            kernel_input(bootstrap_value, is_sequence=False), lambda_,
-            *thresholds)
-        return VTraceReturns(
-            vs=tf.cast(_to_time_major(vs, time_major), dtype),
-            pg_advantages=tf.cast(_to_time_major(pg_advantages, time_major), dtype))
+            log_rhos, discounts, rewards, values, bootstrap_value, lambda_,
+            *thresholds, time_major=bool(time_major))
+        return VTraceReturns(vs=vs, pg_advantages=pg_advantages)
 
 
 # --- Log-probabilities from policy parameters --------------------------------
