@@ -145,3 +145,9 @@ def test_head_count_mismatch():
             [batch.pop("behaviour_policy_logits")],
             [batch.pop("target_policy_logits")],
             [batch["actions"], batch.pop("actions")], **batch)
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.5])
+def test_lambda_out_of_range(value):
+    with pytest.raises(ValueError, match=r"`lambda_` must be in \[0, 1\]"):
+        tf_vtrace.from_importance_weights(**inputs(), lambda_=value)

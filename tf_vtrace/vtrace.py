@@ -378,7 +378,8 @@ def log_probs_from_logits_and_actions(policy_logits, actions, dist_class=None,
 
     >>> import tensorflow as tf, tf_vtrace
     >>> logits = tf.math.log([[[0.25, 0.75]]])  # T=1, B=1, two actions
-    >>> float(tf.exp(tf_vtrace.log_probs_from_logits_and_actions(logits, [[1]]))[0, 0])
+    >>> log_probs = tf_vtrace.log_probs_from_logits_and_actions(logits, [[1]])
+    >>> round(float(tf.exp(log_probs)[0, 0]), 4)
     0.75
     """
     with tf.name_scope("log_probs_from_logits_and_actions"):
