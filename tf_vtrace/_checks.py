@@ -108,6 +108,9 @@ def check_lambda(lambda_, reference, time_major, validate_args):
             raise ValueError(f"`lambda_` must be in [0, 1], got {lambda_}.")
         return float(lambda_), []
     lambda_ = to_float_tensor(lambda_, "lambda_", reference.dtype)
+    if lambda_.shape.rank is None:
+        raise ValueError("`lambda_` must have a known rank (0, or that of "
+                         "`values` for one λ per step).")
     if lambda_.shape.rank == 0:
         return lambda_, []
     return lambda_, check_same_shape(lambda_, "lambda_", reference, "values",

@@ -33,6 +33,8 @@ import functools
 
 import tensorflow as tf
 import tensorflow_probability as tfp
+# Pausing the tape around the compiled call (see `_call_kernel`).
+from tensorflow.python.eager import record as _record
 
 from tf_vtrace import _checks
 
@@ -199,18 +201,66 @@ def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
             tf.cast(_to_time_major(pg_advantages, time_major), dtype))
 
 
-@functools.lru_cache(maxsize=None)
-def _compiled_kernel(jit_compile, rank, lambda_rank):
-    """`_vtrace_kernel` as a `tf.function`, one per input rank.
+def _hyperparameter_key(value):
+    """How ρ̄, ρ̄_pg, c̄ or λ enters the kernel: a constant, or a tensor input."""
+    if value is None or isinstance(value, float):
+        return ("constant", value)
+    return ("tensor", value.dtype, value.shape.rank)
 
-    Within one function, `reduce_retracing` lets a trace serve every T and B
-    (XLA still compiles once per concrete shape). Separate functions per rank
-    keep ranks static, which the layout transposes need. Python-number
-    hyperparameters (ρ̄, ρ̄_pg, c̄, λ) are compiled in as constants.
+
+# Bounded: a caller varying a Python-number λ every step would otherwise grow it.
+@functools.lru_cache(maxsize=64)
+def _concrete_kernel(jit_compile, time_major, dtype, rank, hyperparameter_keys):
+    """`_vtrace_kernel` traced once for unknown T and B, and cached.
+
+    Python-number hyperparameters are compiled in as constants; tensor ones
+    are inputs. Calling the concrete function directly skips `tf.function`'s
+    per-call argument matching, most of the cost of an eager call.
     """
-    del rank, lambda_rank  # Only the cache key.
-    return tf.function(_vtrace_kernel, jit_compile=jit_compile,
-                       reduce_retracing=True)
+    constants = [key[1] if key[0] == "constant" else None
+                 for key in hyperparameter_keys]
+    tensor_slots = [i for i, key in enumerate(hyperparameter_keys)
+                    if key[0] == "tensor"]
+
+    def kernel(log_rhos, discounts, rewards, values, bootstrap_value,
+               *tensor_hyperparameters):
+        hyperparameters = list(constants)
+        for slot, tensor in zip(tensor_slots, tensor_hyperparameters):
+            hyperparameters[slot] = tensor
+        return _vtrace_kernel(log_rhos, discounts, rewards, values,
+                              bootstrap_value, *hyperparameters,
+                              time_major=time_major)
+
+    sequence = tf.TensorSpec([None] * rank, dtype)
+    specs = [sequence] * 4 + [tf.TensorSpec([None] * (rank - 1), dtype)]
+    specs += [tf.TensorSpec(None if hyperparameter_keys[i][2] is None else
+                            [None] * hyperparameter_keys[i][2],
+                            hyperparameter_keys[i][1]) for i in tensor_slots]
+    return tf.function(kernel, jit_compile=jit_compile).get_concrete_function(
+        *specs)
+
+
+def _call_kernel(jit_compile, time_major, tensors, hyperparameters):
+    """Runs the cached kernel with no gradient recorded through it.
+
+    Targets carry no gradient. Keeping the tape from recording the call also
+    matters because XLA cannot hand the scan's intermediates to a backward
+    pass. Eagerly, pausing the tape costs nothing; in a graph, stop_gradient
+    also covers `tf.gradients`.
+    """
+    values = tensors[3]
+    keys = tuple(_hyperparameter_key(h) for h in hyperparameters)
+    kernel = _concrete_kernel(bool(jit_compile), bool(time_major), values.dtype,
+                              values.shape.rank, keys)
+    inputs = list(tensors) + [h for h in hyperparameters if tf.is_tensor(h)]
+    if tf.executing_eagerly():
+        with _record.stop_recording():
+            outputs = kernel(*inputs)
+    else:
+        outputs = kernel(*[tf.stop_gradient(t) for t in inputs])
+    for output in outputs:
+        output.set_shape(values.shape)  # The trace only knows the rank.
+    return outputs
 
 
 # --- Public entry points -----------------------------------------------------
@@ -333,19 +383,10 @@ def from_importance_weights(log_rhos,
             validate_args)
         log_rhos, discounts, rewards, values, bootstrap_value = (
             _checks.with_dependencies(asserts + threshold_asserts, tensors))
-        # Targets carry no gradient. Stopping it before the compiled call keeps
-        # a GradientTape from recording the recursion at all (XLA cannot hand
-        # the scan's intermediate TensorLists to a backward pass anyway).
-        log_rhos, discounts, rewards, values, bootstrap_value = (
-            tf.stop_gradient(t)
-            for t in (log_rhos, discounts, rewards, values, bootstrap_value))
-        if tf.is_tensor(lambda_):
-            lambda_ = tf.stop_gradient(lambda_)
-        kernel = _compiled_kernel(bool(jit_compile), values.shape.rank,
-                                  getattr(lambda_, "ndim", 0))
-        vs, pg_advantages = kernel(
-            log_rhos, discounts, rewards, values, bootstrap_value, lambda_,
-            *thresholds, time_major=bool(time_major))
+        vs, pg_advantages = _call_kernel(
+            jit_compile, time_major,
+            (log_rhos, discounts, rewards, values, bootstrap_value),
+            (lambda_, *thresholds))
         return VTraceReturns(vs=vs, pg_advantages=pg_advantages)
 
 

@@ -1,0 +1,128 @@
+r"""V-trace targets and the IMPALA loss as an exportable SavedModel module.
+
+`VTraceModule` is a `tf.Module` with two `tf.function`s whose input signatures
+leave the time, batch and action dims unknown (None), so one SavedModel serves
+any unroll length, batch size and number of actions:
+
+* ``vtrace_targets``: vs, the policy-gradient advantages and log ρ;
+* ``loss``: the IMPALA loss and its diagnostics (`tf_vtrace.impala.impala_loss`).
+
+Inputs are time-major [T, B] like the core's functions, for one Categorical
+action head; the options (clipping thresholds, λ, costs, reduction,
+`pg_target`) are fixed when the module is built and saved with it.
+`tf.saved_model.load` gives back both functions, in another process too,
+without tf_vtrace installed.
+"""
+
+import tensorflow as tf
+
+from tf_vtrace import impala
+
+__all__ = ["VTraceModule"]
+
+
+def _spec(shape, name, dtype=tf.float32):
+    return tf.TensorSpec(shape, dtype, name=name)
+
+
+_SEQUENCE = [None, None]          # [T, B]
+_LOGITS = [None, None, None]      # [T, B, A]
+_TARGET_SPECS = [
+    _spec(_LOGITS, "behaviour_policy_logits"),
+    _spec(_LOGITS, "target_policy_logits"),
+    _spec(_SEQUENCE, "actions", tf.int32),
+    _spec(_SEQUENCE, "discounts"),
+    _spec(_SEQUENCE, "rewards"),
+    _spec(_SEQUENCE, "values"),
+    _spec([None], "bootstrap_value"),
+    _spec(_SEQUENCE, "mask"),
+    _spec(_SEQUENCE, "truncated"),
+    _spec(_SEQUENCE, "truncation_values"),
+]
+
+
+class VTraceModule(tf.Module):
+    r"""An exportable module computing V-trace targets and the IMPALA loss.
+
+    Both functions take the same float32 time-major inputs (actions int32):
+    behaviour and target logits [T, B, A], actions, discounts, rewards, values
+    [T, B], bootstrap_value [B], and mask, truncated, truncation_values
+    [T, B] (pass ones, zeros, zeros for complete unrolls; see
+    `tf_vtrace.impala.vtrace_targets` for their meaning).
+
+    Args:
+      baseline_cost: Weight of ½ (vs − V)².
+      entropy_cost: Weight of the entropy bonus.
+      kl_cost: Weight of KL(μ ‖ π).
+      reduction: ``"sum"``, ``"mean"`` or ``"masked_mean"``.
+      pg_target: ``"vs"`` or ``"lambda_returns"``.
+      clip_rho_threshold: ρ̄, a positive float or None.
+      clip_pg_rho_threshold: ρ̄_pg, a positive float or None.
+      clip_c_threshold: c̄, a positive float or None.
+      lambda_: λ, a float.
+      jit_compile: Compile the recursion with XLA (saved with the function).
+      name: The module name.
+
+    Examples:
+
+    >>> import tensorflow as tf
+    >>> from tf_vtrace.export import VTraceModule
+    >>> module = VTraceModule()
+    >>> T, B, A = 3, 2, 4
+    >>> out = module.vtrace_targets(
+    ...     tf.zeros([T, B, A]), tf.zeros([T, B, A]), tf.zeros([T, B], tf.int32),
+    ...     tf.ones([T, B]), tf.ones([T, B]), tf.zeros([T, B]), tf.zeros([B]),
+    ...     tf.ones([T, B]), tf.zeros([T, B]), tf.zeros([T, B]))
+    >>> [float(v) for v in out["vs"][:, 0]]
+    [3.0, 2.0, 1.0]
+    """
+
+    def __init__(self, baseline_cost=0.5, entropy_cost=0.00025, kl_cost=0.0,
+                 reduction="sum", pg_target="vs", clip_rho_threshold=1.0,
+                 clip_pg_rho_threshold=1.0, clip_c_threshold=1.0, lambda_=1.0,
+                 jit_compile=True, name=None):
+        super().__init__(name=name)
+        impala._check_choice(reduction, "reduction", impala.REDUCTIONS)
+        impala._check_choice(pg_target, "pg_target", impala.PG_TARGETS)
+        self._vtrace_options = dict(
+            pg_target=pg_target, clip_rho_threshold=clip_rho_threshold,
+            clip_pg_rho_threshold=clip_pg_rho_threshold,
+            clip_c_threshold=clip_c_threshold, lambda_=lambda_,
+            jit_compile=jit_compile)
+        self._loss_options = dict(
+            self._vtrace_options, baseline_cost=baseline_cost,
+            entropy_cost=entropy_cost, kl_cost=kl_cost, reduction=reduction,
+            # A SavedModel is called outside any distribution strategy.
+            cross_replica=False)
+
+    @tf.function(input_signature=_TARGET_SPECS)
+    def vtrace_targets(self, behaviour_policy_logits, target_policy_logits,
+                       actions, discounts, rewards, values, bootstrap_value,
+                       mask, truncated, truncation_values):
+        """Returns a dict: ``vs``, ``pg_advantages``, ``log_rhos`` [T, B]."""
+        targets = impala.vtrace_targets(
+            behaviour_policy_logits, target_policy_logits, actions, discounts,
+            rewards, values, bootstrap_value, mask=mask, truncated=truncated,
+            truncation_values=truncation_values, **self._vtrace_options)
+        return {"vs": targets.vs, "pg_advantages": targets.pg_advantages,
+                "log_rhos": targets.log_rhos}
+
+    @tf.function(input_signature=_TARGET_SPECS)
+    def loss(self, behaviour_policy_logits, target_policy_logits, actions,
+             discounts, rewards, values, bootstrap_value, mask, truncated,
+             truncation_values):
+        """Returns a dict: ``loss`` and the diagnostics of `impala_loss`."""
+        loss, diagnostics = impala.impala_loss(
+            behaviour_policy_logits, target_policy_logits, actions, discounts,
+            rewards, values, bootstrap_value, mask=mask, truncated=truncated,
+            truncation_values=truncation_values, **self._loss_options)
+        return dict(diagnostics, loss=loss)
+
+    def signatures(self):
+        """The serving signatures for `tf.saved_model.save(..., signatures=)`.
+
+        Returns:
+          A dict with the concrete functions ``vtrace_targets`` and ``loss``.
+        """
+        return {"vtrace_targets": self.vtrace_targets.get_concrete_function(),
+                "loss": self.loss.get_concrete_function()}

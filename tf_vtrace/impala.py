@@ -1,0 +1,611 @@
+r"""The IMPALA actor-critic loss, as a plain function for custom training loops.
+
+Espeholt et al. (2018), section 4.2. With V-trace targets vs_t and
+policy-gradient advantages A_t (no gradient through either), the loss per step
+is
+
+    ℓ_t = − log π(a_t | x_t) · A_t                          policy gradient
+          + baseline_cost · ½ (vs_t − V(x_t))²               baseline
+          − entropy_cost · H(π(· | x_t))                     entropy bonus
+          + kl_cost · KL(μ(· | x_t) ‖ π(· | x_t))            optional
+
+and the loss is a reduction of ℓ_t over the valid steps of the batch:
+
+* ``"sum"``: Σ_t,b ℓ — scalable_agent, torchbeast and RLlib (the default);
+* ``"mean"``: Σ_t,b ℓ / (T·B) — SEED RL and Acme (`tf.reduce_mean`);
+* ``"masked_mean"``: Σ_t,b ℓ / (number of valid steps).
+
+The reductions differ by a factor of T·B, which the learning rate and costs
+absorb: switching one for the other without retuning changes the step size.
+
+This module extends the core (`tf_vtrace.vtrace`) with what a learner needs
+beyond the recursion: a padding mask, episode truncation, the choice of the
+policy-gradient target for λ < 1, and the loss terms. It calls the core for the
+recursion itself and never duplicates it.
+"""
+
+import collections
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tf_vtrace import _checks
+from tf_vtrace import vtrace
+
+tfd = tfp.distributions
+
+__all__ = [
+    "REDUCTIONS",
+    "PG_TARGETS",
+    "DIAGNOSTICS",
+    "vtrace_targets",
+    "impala_loss",
+]
+
+REDUCTIONS = ("sum", "mean", "masked_mean")
+PG_TARGETS = ("vs", "lambda_returns")
+DIAGNOSTICS = (
+    "policy_loss", "baseline_loss", "entropy_loss", "kl_loss",
+    "mean_rho", "rho_clipped_fraction", "c_clipped_fraction", "entropy", "kl")
+
+
+def _check_choice(value, name, choices):
+    if value not in choices:
+        raise ValueError(f"`{name}` must be one of {choices}, got {value!r}.")
+
+
+# --- Masks and truncation ----------------------------------------------------
+
+
+def _expand_to_rank(mask, tensor):
+    """`mask` [T, B, ...] with trailing unit axes up to `tensor`'s rank."""
+    extra = tensor.shape.rank - mask.shape.rank
+    return tf.reshape(mask, tf.concat(
+        [tf.shape(mask), tf.ones([extra], tf.int32)], axis=0)) if extra else mask
+
+
+def _where_valid(valid, tensor):
+    """`tensor` where `valid`, zeros elsewhere (broadcast over trailing axes).
+
+    `tf.where`, not a product: padding may hold NaN or inf, and 0 · NaN = NaN
+    (in the gradient too) whereas `where` drops the unselected branch.
+    """
+    return tf.where(_expand_to_rank(valid, tensor), tensor, tf.zeros_like(tensor))
+
+
+def _as_bool(tensor, name, reference, time_major, validate_args):
+    """A bool [T, B, ...] tensor from a bool or numeric per-step input."""
+    tensor = tf.convert_to_tensor(tensor, name=name)
+    asserts = _checks.check_same_shape(tensor, name, reference, "values",
+                                       time_major, validate_args)
+    if tensor.dtype != tf.bool:
+        tensor = tf.not_equal(tensor, tf.zeros([], tensor.dtype))
+    return tensor, asserts
+
+
+def _values_read(valid):
+    """Where V(x_t) is read: step t is valid or step t − 1 is (as its next
+    value). The bootstrap V(x_T) is read iff the last step is valid."""
+    previous_valid = tf.concat([tf.zeros_like(valid[:1]), valid[:-1]], axis=0)
+    return tf.logical_or(valid, previous_valid), valid[-1]
+
+
+def _masked_inputs(log_rhos, discounts, rewards, values, bootstrap_value,
+                   lambda_, valid, truncated, truncation_values):
+    """Rewrites the time-major inputs so that the core's recursion
+
+    * stops at padding: a padded step gets log ρ = 0, γ = 0 and r = V(x_t), so
+      its TD error is exactly 0 and its trace is cut — nothing leaks across
+      it in either direction, and its vs equals its (sanitized) value;
+    * bootstraps a truncated episode from V(x_{t+1}) of its own final state:
+      a truncated step gets r' = r + γ·V_final and γ' = 0, so that
+      δ_t = ρ_t (r + γ V_final − V(x_t)) and A_t uses V_final too, while the
+      next trajectory's values (the following steps) are never read.
+
+    Values at padded steps are only kept where a valid step reads them as its
+    next value V(x_{t+1}) (the bootstrap of a shorter unroll); the others are
+    replaced by 0 so that garbage (NaN, inf) there cannot reach a valid step.
+    """
+    value_needed, bootstrap_needed = _values_read(valid)
+    values = _where_valid(value_needed, values)
+    bootstrap_value = tf.where(bootstrap_needed, bootstrap_value,
+                               tf.zeros_like(bootstrap_value))
+    truncated = tf.logical_and(truncated, valid)
+    final_values = tf.where(truncated, truncation_values,
+                            tf.zeros_like(truncation_values))
+    rewards = tf.where(truncated, rewards + discounts * final_values, rewards)
+    discounts = tf.where(truncated, tf.zeros_like(discounts), discounts)
+    log_rhos = _where_valid(valid, log_rhos)
+    rewards = tf.where(valid, rewards, values)
+    discounts = _where_valid(valid, discounts)
+    if lambda_.shape.rank:
+        lambda_ = _where_valid(valid, lambda_)
+    return log_rhos, discounts, rewards, values, bootstrap_value, lambda_
+
+
+def _lambda_return_advantages(vs, log_rhos, discounts, rewards, values,
+                              bootstrap_value, lambda_, clip_pg_rho_threshold):
+    """rlax's policy-gradient advantage for λ < 1, from the core's vs:
+
+        A_t = min(ρ̄_pg, ρ_t) (r_t + γ_t (λ_t vs_{t+1} + (1 − λ_t) V(x_{t+1}))
+                               − V(x_t))
+
+    with vs_T = V(x_T) = bootstrap. With λ = 1 it equals SEED RL's (the core's)
+    r_t + γ_t vs_{t+1}.
+    """
+    next_vs = vtrace._shift_in_bootstrap(vs, bootstrap_value)
+    next_values = vtrace._shift_in_bootstrap(values, bootstrap_value)
+    next_target = lambda_ * next_vs + (1. - lambda_) * next_values
+    clipped_pg_rhos = vtrace._clipped_ratio(log_rhos, clip_pg_rho_threshold)
+    return tf.stop_gradient(
+        clipped_pg_rhos * (rewards + discounts * next_target - values))
+
+
+# --- Targets -----------------------------------------------------------------
+
+
+class VTraceTargets(collections.namedtuple(
+        "VTraceTargets",
+        ["vs", "pg_advantages", "log_rhos", "target_action_log_probs",
+         "behaviour_action_log_probs", "valid"])):
+    """V-trace targets with the log-probs and the mask they came from.
+
+    Attributes:
+      vs: The value targets vs_t (no gradient); at padded steps, 0 or V(x_t).
+      pg_advantages: The policy-gradient advantages (no gradient); per
+        `pg_target`.
+      log_rhos: log ρ_t summed over heads, differentiable; 0 at padded steps.
+      target_action_log_probs: log π(a_t | x_t) per head (a list),
+        differentiable; finite at padded steps whatever the padding held.
+      behaviour_action_log_probs: log μ(a_t | x_t) per head (a list).
+      valid: The bool mask of valid (not padded) steps.
+    """
+
+
+def _prepare_heads(heads, name, valid, time_major):
+    heads = vtrace._as_head_list(heads, name)
+    heads = [vtrace._to_time_major(tf.convert_to_tensor(h, name=name), time_major)
+             for h in heads]
+    return [_where_valid(valid, h) for h in heads]
+
+
+def _upcast(value, name):
+    """float16/bfloat16 → float32 (mixed-precision model outputs); else as is.
+
+    A mixed-precision model outputs half-precision logits and values while the
+    data (rewards, discounts) stay float32: the loss runs in float32.
+    """
+    if value is None:
+        return None
+    tensor = tf.convert_to_tensor(value, name=name)
+    return tf.cast(tensor, tf.float32) if tensor.dtype in _checks.HALF_DTYPES else value
+
+
+def _to_compute(tensors, dtype):
+    return [tf.cast(t, dtype) if t.dtype.is_floating and t.dtype != dtype else t
+            for t in tensors]
+
+
+def vtrace_targets(behaviour_policy_logits,
+                   target_policy_logits,
+                   actions,
+                   discounts,
+                   rewards,
+                   values,
+                   bootstrap_value,
+                   *,
+                   mask=None,
+                   truncated=None,
+                   truncation_values=None,
+                   behaviour_action_log_probs=None,
+                   pg_target="vs",
+                   dist_class=None,
+                   model=None,
+                   clip_rho_threshold=1.0,
+                   clip_pg_rho_threshold=1.0,
+                   clip_c_threshold=1.0,
+                   lambda_=1.0,
+                   time_major=True,
+                   jit_compile=True,
+                   validate_args=False,
+                   name=None):
+    r"""V-trace targets from logits, with padding, truncation and `pg_target`.
+
+    `tf_vtrace.multi_from_logits` plus what unrolls from a real actor need:
+
+    * `mask` (padding): steps where `mask` is false neither enter the recursion
+      nor leak into valid steps; V(x_t) at the first padded step after a valid
+      step is read as that step's bootstrap value, as the value over T + 1
+      observations of a shorter unroll naturally places it.
+    * `truncated` / `truncation_values` (time limits): a truncated step t ends
+      its episode without terminating it, so its target bootstraps from
+      V(x_{t+1}) of the episode's own final observation, given in
+      `truncation_values[t]`, and not from the next step's value (the first
+      observation of the next episode). Pass the non-terminal discount γ at a
+      truncated step. Both vs and the advantage use it.
+    * `pg_target`: the advantage target for λ < 1, ``"vs"`` (SEED RL, the
+      core, default) r_t + γ_t vs_{t+1}, or ``"lambda_returns"`` (rlax)
+      r_t + γ_t (λ vs_{t+1} + (1 − λ) V(x_{t+1})). Both agree when λ = 1.
+
+    Half-precision inputs are computed in float32 and returned in float32.
+
+    Args:
+      behaviour_policy_logits: μ's parameters, [T, B, ..., P] or a list per
+        head. Unused (may be None) when `behaviour_action_log_probs` is given.
+      target_policy_logits: π's parameters, like `behaviour_policy_logits`.
+      actions: The actions taken, [T, B, ...] or a list per head.
+      discounts: γ_t, float [T, B, ...]; 0 where the episode terminated.
+      rewards: r_t, float [T, B, ...].
+      values: V(x_t), float [T, B, ...].
+      bootstrap_value: V(x_T), float [B, ...].
+      mask: Valid steps, bool or 0/1 [T, B, ...]; None: all valid.
+      truncated: Steps that end an episode by a time limit, bool or 0/1
+        [T, B, ...]; None: none.
+      truncation_values: V(x_{t+1}) of the truncated episode's final
+        observation, float [T, B, ...], read only where `truncated`.
+      behaviour_action_log_probs: log μ(a_t) per head, instead of
+        `behaviour_policy_logits`.
+      pg_target: ``"vs"`` or ``"lambda_returns"``, see above.
+      dist_class: As in `tf_vtrace.multi_from_logits`.
+      model: As in `tf_vtrace.multi_from_logits`.
+      clip_rho_threshold: ρ̄, a positive scalar or None.
+      clip_pg_rho_threshold: ρ̄_pg, a positive scalar or None.
+      clip_c_threshold: c̄, a positive scalar or None.
+      lambda_: λ, a scalar or one value per step.
+      time_major: If False, sequences are [B, T, ...] and so are the outputs.
+      jit_compile: Compile the recursion with XLA.
+      validate_args: Assert run-time shapes and action ranges.
+      name: Name scope of the ops.
+
+    Returns:
+      A `VTraceTargets`; its tensors are time-major iff `time_major`.
+
+    Examples:
+
+    >>> import tensorflow as tf
+    >>> from tf_vtrace.impala import vtrace_targets
+    >>> T, B, A = 3, 1, 2
+    >>> out = vtrace_targets(
+    ...     tf.zeros([T, B, A]), tf.zeros([T, B, A]), tf.zeros([T, B], tf.int32),
+    ...     discounts=tf.ones([T, B]), rewards=tf.ones([T, B]),
+    ...     values=tf.zeros([T, B]), bootstrap_value=tf.zeros([B]),
+    ...     mask=[[True], [True], [False]])
+    >>> [float(v) for v in out.vs[:, 0]]  # the padded step adds nothing
+    [2.0, 1.0, 0.0]
+    """
+    _check_choice(pg_target, "pg_target", PG_TARGETS)
+    with tf.name_scope(name or "vtrace_targets"):
+        values = _checks.to_float_tensor(_upcast(values, "values"), "values")
+        dtype = values.dtype
+        discounts, rewards, bootstrap_value, truncation_values = (
+            _upcast(x, n) for x, n in (
+                (discounts, "discounts"), (rewards, "rewards"),
+                (bootstrap_value, "bootstrap_value"),
+                (truncation_values, "truncation_values")))
+        tm = lambda t: vtrace._to_time_major(t, time_major)  # noqa: E731
+        asserts = []
+        if mask is None:
+            valid = tf.ones_like(values, tf.bool)
+        else:
+            valid, mask_asserts = _as_bool(mask, "mask", values, time_major,
+                                           validate_args)
+            asserts += mask_asserts
+        if truncated is None:
+            truncated = tf.zeros_like(values, tf.bool)
+            truncation_values = tf.zeros_like(values)
+        else:
+            truncated, trunc_asserts = _as_bool(
+                truncated, "truncated", values, time_major, validate_args)
+            asserts += trunc_asserts
+            if truncation_values is None:
+                raise ValueError(
+                    "`truncation_values` is required with `truncated`: V(x_{t+1}) "
+                    "of each truncated episode's final observation, [T, B, ...].")
+            truncation_values = _checks.to_float_tensor(
+                truncation_values, "truncation_values", values.dtype)
+            asserts += _checks.check_same_shape(
+                truncation_values, "truncation_values", values, "values",
+                time_major, validate_args)
+        valid, truncated = tm(valid), tm(truncated)
+        valid, truncated = _checks.with_dependencies(asserts, [valid, truncated])
+
+        target_heads = _prepare_heads(target_policy_logits, "target_policy_logits",
+                                      valid, time_major)
+        action_heads = _prepare_heads(actions, "actions", valid, time_major)
+        target_heads = _to_compute(target_heads, dtype)
+        target_log_probs = vtrace.multi_log_probs_from_logits_and_actions(
+            target_heads, action_heads, dist_class, model,
+            validate_args=validate_args)
+        if behaviour_action_log_probs is None:
+            behaviour_heads = _to_compute(_prepare_heads(
+                behaviour_policy_logits, "behaviour_policy_logits", valid,
+                time_major), dtype)
+            behaviour_log_probs = vtrace.multi_log_probs_from_logits_and_actions(
+                behaviour_heads, action_heads, dist_class, model,
+                validate_args=validate_args)
+        else:
+            behaviour_log_probs = _to_compute(_prepare_heads(
+                behaviour_action_log_probs, "behaviour_action_log_probs", valid,
+                time_major), dtype)
+        behaviour_log_probs = [tf.stop_gradient(b) for b in behaviour_log_probs]
+        log_rhos = _where_valid(valid, vtrace.get_log_rhos(
+            target_log_probs, behaviour_log_probs))
+
+        inputs = [
+            _checks.to_float_tensor(x, n, values.dtype) for x, n in (
+                (discounts, "discounts"), (rewards, "rewards"),
+                (bootstrap_value, "bootstrap_value"), (lambda_, "lambda_"))]
+        discounts_, rewards_, bootstrap_, lambda_ = inputs
+        discounts_, rewards_, values_, truncation_values = (
+            tm(discounts_), tm(rewards_), tm(values), tm(truncation_values))
+        if lambda_.shape.rank:
+            lambda_ = tm(lambda_)
+        masked = _masked_inputs(
+            tf.stop_gradient(log_rhos), discounts_, rewards_, values_, bootstrap_,
+            lambda_, valid, truncated, truncation_values)
+        returns = vtrace.from_importance_weights(
+            *masked[:5], clip_rho_threshold, clip_pg_rho_threshold,
+            clip_c_threshold=clip_c_threshold, lambda_=masked[5],
+            time_major=True, jit_compile=jit_compile, validate_args=validate_args)
+        pg_advantages = returns.pg_advantages
+        if pg_target == "lambda_returns":
+            # The core has checked the threshold already.
+            pg_advantages = _lambda_return_advantages(
+                returns.vs, *masked[:6], clip_pg_rho_threshold)
+        back = lambda t: vtrace._to_time_major(t, time_major)  # noqa: E731
+        return VTraceTargets(
+            vs=back(returns.vs), pg_advantages=back(pg_advantages),
+            log_rhos=back(log_rhos),
+            target_action_log_probs=[back(t) for t in target_log_probs],
+            behaviour_action_log_probs=[back(b) for b in behaviour_log_probs],
+            valid=back(valid))
+
+
+# --- The loss ----------------------------------------------------------------
+
+
+def _distributions(heads, dist_class, model):
+    return [vtrace._make_distribution(h, dist_class, model) for h in heads]
+
+
+def _entropy(target_dists, target_log_probs):
+    """H(π), summed over heads; analytic where the distribution has it."""
+    total = []
+    for dist, log_prob in zip(target_dists, target_log_probs):
+        try:
+            total.append(dist.entropy())
+        except NotImplementedError:
+            # No closed form (e.g. a transformed distribution): −log π(a) is an
+            # unbiased estimate only on-policy; documented in `impala_loss`.
+            total.append(-log_prob)
+    return tf.add_n(total)
+
+
+def _kl(behaviour_dists, target_dists, target_log_probs,
+        behaviour_log_probs):
+    """KL(μ ‖ π), summed over heads; analytic where registered in tfp.
+
+    Otherwise (or without behaviour logits) the sample estimate
+    log μ(a) − log π(a), a ~ μ, as SEED RL uses.
+    """
+    if behaviour_dists is None:
+        return tf.add_n([b - t for t, b in zip(target_log_probs,
+                                               behaviour_log_probs)])
+    total = []
+    for mu, pi, t, b in zip(behaviour_dists, target_dists, target_log_probs,
+                            behaviour_log_probs):
+        try:
+            total.append(tfd.kl_divergence(mu, pi))
+        except NotImplementedError:
+            total.append(b - t)
+    return tf.add_n(total)
+
+
+def _global_sum(value, cross_replica):
+    """Σ over the replicas of a `tf.distribute` strategy, else `value`."""
+    context = tf.distribute.get_replica_context()
+    if (not cross_replica or context is None
+            or context.num_replicas_in_sync == 1):
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+def _masked_mean(tensor, valid_float):
+    return tf.math.divide_no_nan(tf.reduce_sum(tensor * valid_float),
+                                 tf.reduce_sum(valid_float))
+
+
+def _denominator(reduction, valid_float, cross_replica):
+    if reduction == "sum":
+        return None
+    if reduction == "mean":
+        count = tf.cast(tf.size(valid_float), valid_float.dtype)
+    else:
+        count = tf.reduce_sum(valid_float)
+    return tf.maximum(_global_sum(count, cross_replica), 1.)
+
+
+def _diagnostics(targets, entropy, kl, valid_float, thresholds):
+    """Masked means of the V-trace and policy statistics (local batch)."""
+    log_rhos = tf.stop_gradient(targets.log_rhos)
+    rho_threshold, c_threshold = thresholds
+
+    def clipped_fraction(threshold):
+        if threshold is None:
+            return tf.zeros([], valid_float.dtype)
+        clipped = tf.cast(log_rhos > tf.math.log(
+            tf.cast(threshold, log_rhos.dtype)), valid_float.dtype)
+        return _masked_mean(clipped, valid_float)
+
+    return {
+        "mean_rho": _masked_mean(tf.exp(log_rhos), valid_float),
+        "rho_clipped_fraction": clipped_fraction(rho_threshold),
+        "c_clipped_fraction": clipped_fraction(c_threshold),
+        "entropy": _masked_mean(tf.stop_gradient(entropy), valid_float),
+        "kl": _masked_mean(tf.stop_gradient(kl), valid_float),
+    }
+
+
+def impala_loss(behaviour_policy_logits,
+                target_policy_logits,
+                actions,
+                discounts,
+                rewards,
+                values,
+                bootstrap_value,
+                *,
+                mask=None,
+                truncated=None,
+                truncation_values=None,
+                behaviour_action_log_probs=None,
+                baseline_cost=0.5,
+                entropy_cost=0.00025,
+                kl_cost=0.0,
+                reduction="sum",
+                pg_target="vs",
+                dist_class=None,
+                model=None,
+                clip_rho_threshold=1.0,
+                clip_pg_rho_threshold=1.0,
+                clip_c_threshold=1.0,
+                lambda_=1.0,
+                time_major=True,
+                jit_compile=True,
+                validate_args=False,
+                cross_replica=True,
+                name=None):
+    r"""The IMPALA loss and its diagnostics, for custom training loops.
+
+    Per valid step (see the module doc for the reductions):
+
+        ℓ_t = − log π(a_t|x_t) · A_t + baseline_cost · ½ (vs_t − V(x_t))²
+              − entropy_cost · H(π(·|x_t)) + kl_cost · KL(μ(·|x_t) ‖ π(·|x_t))
+
+    with vs_t and A_t from `vtrace_targets` (no gradient), so the gradient
+    reaches the policy through log π, H and KL and the value through V. H and
+    KL are analytic where tfp has them (Categorical does), else the sample
+    estimates −log π(a) and log μ(a) − log π(a). Defaults are scalable_agent's:
+    baseline_cost 0.5, entropy_cost 0.00025, sums (the paper tunes
+    entropy_cost per task).
+
+    Distribution: inside `tf.distribute` replica context (`strategy.run`,
+    Keras `fit` under a strategy), the denominators of ``"mean"`` and
+    ``"masked_mean"`` are summed over replicas, as `tf.nn.compute_average_loss`
+    divides by the global batch: each replica returns its share of the global
+    loss, and the gradient all-reduce (a sum) gives the one-device gradient.
+
+    Half-precision logits or values (mixed precision) are computed in float32;
+    the loss is float32.
+
+    Args:
+      behaviour_policy_logits: μ's parameters, [T, B, ..., P] or a list per
+        head (None with `behaviour_action_log_probs`).
+      target_policy_logits: π's parameters, like `behaviour_policy_logits`.
+      actions: The actions, [T, B, ...] or a list per head (integers for the
+        default Categorical heads).
+      discounts: γ_t, float [T, B, ...]; 0 where the episode terminated.
+      rewards: r_t, float [T, B, ...].
+      values: V(x_t), float [T, B, ...], differentiable.
+      bootstrap_value: V(x_T), float [B, ...].
+      mask: Valid steps, bool or 0/1 [T, B, ...]; see `vtrace_targets`.
+      truncated: Time-limit ends, bool or 0/1 [T, B, ...]; see `vtrace_targets`.
+      truncation_values: V(x_{t+1}) of the truncated final observations.
+      behaviour_action_log_probs: log μ(a_t) per head, instead of logits (the KL
+        then uses the sample estimate).
+      baseline_cost: Weight of the value loss ½ (vs − V)².
+      entropy_cost: Weight of the entropy bonus (subtracted).
+      kl_cost: Weight of KL(μ ‖ π).
+      reduction: ``"sum"``, ``"mean"`` or ``"masked_mean"``.
+      pg_target: ``"vs"`` (SEED RL) or ``"lambda_returns"`` (rlax).
+      dist_class: As in `tf_vtrace.multi_from_logits`.
+      model: As in `tf_vtrace.multi_from_logits`.
+      clip_rho_threshold: ρ̄, a positive scalar or None.
+      clip_pg_rho_threshold: ρ̄_pg, a positive scalar or None.
+      clip_c_threshold: c̄, a positive scalar or None.
+      lambda_: λ, a scalar or one value per step.
+      time_major: If False, every sequence is [B, T, ...] (Keras layout).
+      jit_compile: Compile the recursion with XLA.
+      validate_args: Assert run-time shapes and action ranges.
+      cross_replica: Sum the denominators over replicas (see above); False
+        reduces over the local batch only.
+      name: Name scope of the ops.
+
+    Returns:
+      `(loss, diagnostics)`: the scalar float32 loss and a dict with the
+      weighted, reduced terms ``policy_loss``, ``baseline_loss``,
+      ``entropy_loss`` (negative: −entropy_cost·H) and ``kl_loss``, which sum
+      to the loss, and masked means over the local batch of ``mean_rho``
+      (unclipped ρ), ``rho_clipped_fraction`` (ρ > ρ̄),
+      ``c_clipped_fraction`` (ρ > c̄), ``entropy`` and ``kl``.
+
+    Examples:
+
+    >>> import tensorflow as tf
+    >>> from tf_vtrace.impala import impala_loss
+    >>> T, B, A = 4, 2, 3
+    >>> logits = tf.zeros([T, B, A])
+    >>> loss, diags = impala_loss(
+    ...     logits, logits, tf.zeros([T, B], tf.int32),
+    ...     discounts=tf.fill([T, B], 0.9), rewards=tf.ones([T, B]),
+    ...     values=tf.zeros([T, B]), bootstrap_value=tf.zeros([B]),
+    ...     entropy_cost=0.0, reduction="mean")
+    >>> round(float(diags["mean_rho"]), 4), round(float(diags["entropy"]), 4)
+    (1.0, 1.0986)
+    >>> bool(abs(loss - sum(diags[k] for k in
+    ...     ("policy_loss", "baseline_loss", "entropy_loss", "kl_loss"))) < 1e-5)
+    True
+    """
+    _check_choice(reduction, "reduction", REDUCTIONS)
+    for cost, cost_name in ((baseline_cost, "baseline_cost"),
+                            (entropy_cost, "entropy_cost"), (kl_cost, "kl_cost")):
+        if not isinstance(cost, (int, float)) and not tf.is_tensor(cost):
+            raise TypeError(f"`{cost_name}` must be a number, got {cost!r}.")
+    with tf.name_scope(name or "impala_loss"):
+        targets = vtrace_targets(
+            behaviour_policy_logits, target_policy_logits, actions, discounts,
+            rewards, values, bootstrap_value, mask=mask, truncated=truncated,
+            truncation_values=truncation_values,
+            behaviour_action_log_probs=behaviour_action_log_probs,
+            pg_target=pg_target, dist_class=dist_class, model=model,
+            clip_rho_threshold=clip_rho_threshold,
+            clip_pg_rho_threshold=clip_pg_rho_threshold,
+            clip_c_threshold=clip_c_threshold, lambda_=lambda_,
+            time_major=time_major, jit_compile=jit_compile,
+            validate_args=validate_args)
+        dtype = targets.vs.dtype
+        valid = targets.valid
+        values = tf.cast(_where_valid(valid, tf.convert_to_tensor(values)), dtype)
+
+        target_heads = [_where_valid(valid, tf.cast(h, dtype)) for h in
+                        vtrace._as_head_list(target_policy_logits,
+                                             "target_policy_logits")]
+        target_dists = _distributions(target_heads, dist_class, model)
+        behaviour_dists = None
+        if behaviour_action_log_probs is None:
+            behaviour_heads = [
+                tf.stop_gradient(_where_valid(valid, tf.cast(h, dtype)))
+                for h in vtrace._as_head_list(behaviour_policy_logits,
+                                              "behaviour_policy_logits")]
+            behaviour_dists = _distributions(behaviour_heads, dist_class, model)
+        target_log_probs = tf.add_n(targets.target_action_log_probs)
+        entropy = _entropy(target_dists, targets.target_action_log_probs)
+        kl = _kl(behaviour_dists, target_dists, targets.target_action_log_probs,
+                 targets.behaviour_action_log_probs)
+
+        valid_float = tf.cast(valid, dtype)
+        per_step = {
+            "policy_loss": -target_log_probs * targets.pg_advantages,
+            "baseline_loss": baseline_cost * 0.5 * tf.square(targets.vs - values),
+            "entropy_loss": -entropy_cost * entropy,
+            "kl_loss": kl_cost * kl,
+        }
+        denominator = _denominator(reduction, valid_float, cross_replica)
+        terms = {}
+        for key, term in per_step.items():
+            total = tf.reduce_sum(_where_valid(valid, term))
+            terms[key] = total if denominator is None else total / denominator
+        loss = tf.add_n(list(terms.values()))
+        diagnostics = dict(terms, **_diagnostics(
+            targets, entropy, kl, valid_float,
+            (clip_rho_threshold, clip_c_threshold)))
+        return loss, diagnostics

@@ -1,0 +1,466 @@
+r"""The IMPALA loss, a V-trace layer and diagnostics metrics for Keras.
+
+Keras data are batch-major: a batch holds B unrolls of T steps. The model sees
+T + 1 observations per unroll and outputs the policy logits and the value for
+each; the value of the last observation is the bootstrap value V(x_T), its
+logits are unused.
+
+A Keras loss gets one `y_true` and one `y_pred`. Keras 3 refuses a loss over
+differently structured targets and outputs ("y_true and y_pred have different
+structures") and casts every target to float, so both are packed tensors:
+
+* `y_pred` [B, T + 1, ΣP + 1]: the logits of each head, then the value —
+  `keras.layers.Concatenate()([logits, value])` with `value` from `Dense(1)`;
+* `y_true` [B, T, 5 + H + ΣP]: built by `pack_targets` from the natural
+  per-step arrays (actions, rewards, discounts, behaviour logits, optional
+  padding mask and truncation), in the layout `TARGET_COLUMNS` names.
+
+The same layout works in Keras 3 and tf_keras. `ImpalaLoss` checks the widths
+and says how to build the tensors when they do not match; it casts the packed
+actions back to integers for Categorical heads.
+"""
+
+import collections.abc
+
+import tensorflow as tf
+
+from tf_vtrace import impala
+
+
+
+def _keras():
+    """The Keras that `tf.keras` is: Keras 3, or tf_keras when
+    TF_USE_LEGACY_KERAS=1 was set before TensorFlow was imported."""
+    if tf.keras.__name__.startswith("tf_keras"):
+        import tf_keras  # pylint: disable=import-outside-toplevel
+        return tf_keras
+    import keras as keras3  # pylint: disable=import-outside-toplevel
+    return keras3
+
+
+keras = _keras()
+
+__all__ = [
+    "TARGET_COLUMNS",
+    "pack_targets",
+    "unpack_targets",
+    "unpack_predictions",
+    "ImpalaLoss",
+    "ImpalaMetric",
+    "impala_metrics",
+    "VTrace",
+]
+
+# The per-step scalars at the front of the packed `y_true`; then one action
+# column per head, then the behaviour logits of each head.
+TARGET_COLUMNS = ("rewards", "discounts", "mask", "truncated",
+                  "truncation_values")
+
+_register = keras.saving.register_keras_serializable(package="tf_vtrace")
+
+
+def _head_list(heads):
+    return list(heads) if isinstance(heads, (list, tuple)) else [heads]
+
+
+def _as_float(value, name):
+    tensor = tf.convert_to_tensor(value, name=name)
+    return tf.cast(tensor, tf.float32)
+
+
+def pack_targets(actions, rewards, discounts, behaviour_policy_logits, *,
+                 mask=None, truncated=None, truncation_values=None):
+    """Packs an unroll batch into the `y_true` tensor that `ImpalaLoss` reads.
+
+    Args:
+      actions: The actions taken, [B, T] (integers for Categorical heads), or a
+        list with one [B, T] tensor per action head.
+      rewards: r_t, [B, T].
+      discounts: γ_t, [B, T]: 0 where the episode terminated at step t.
+      behaviour_policy_logits: μ's logits, [B, T, P], or a list per head.
+      mask: Valid steps (1) and padding (0), [B, T]; default all valid.
+      truncated: 1 where the episode was cut by a time limit at step t, [B, T].
+      truncation_values: V(x_{t+1}) of the truncated final observation, [B, T],
+        read only where `truncated` (see `tf_vtrace.impala.vtrace_targets`).
+
+    Returns:
+      A float32 tensor [B, T, 5 + H + ΣP]: `TARGET_COLUMNS`, then the H action
+      columns, then the heads' logits.
+
+    Examples:
+
+    >>> import numpy as np
+    >>> from tf_vtrace.keras import pack_targets
+    >>> y = pack_targets(actions=np.zeros([2, 5], int), rewards=np.ones([2, 5]),
+    ...                  discounts=np.full([2, 5], 0.99),
+    ...                  behaviour_policy_logits=np.zeros([2, 5, 3]))
+    >>> y.shape  # 5 per-step columns + 1 action + 3 logits
+    TensorShape([2, 5, 9])
+    """
+    with tf.name_scope("pack_targets"):
+        rewards = _as_float(rewards, "rewards")
+        if rewards.shape.rank != 2:
+            raise ValueError(
+                f"`rewards` must be [B, T] (batch-major), got shape {rewards.shape}.")
+        ones = tf.ones_like(rewards)
+        columns = [rewards, _as_float(discounts, "discounts"),
+                   ones if mask is None else _as_float(mask, "mask"),
+                   0. * ones if truncated is None else _as_float(truncated, "truncated"),
+                   0. * ones if truncation_values is None else _as_float(
+                       truncation_values, "truncation_values")]
+        columns += [_as_float(a, "actions") for a in _head_list(actions)]
+        for column, name in zip(columns, TARGET_COLUMNS + ("actions",) * 99):
+            if column.shape.rank != 2 or not column.shape.is_compatible_with(
+                    rewards.shape):
+                raise ValueError(
+                    f"`{name}` must be [B, T] like `rewards` {rewards.shape}, got "
+                    f"shape {column.shape}.")
+        logits = [_as_float(l, "behaviour_policy_logits")
+                  for l in _head_list(behaviour_policy_logits)]
+        for head in logits:
+            if head.shape.rank != 3:
+                raise ValueError(
+                    "`behaviour_policy_logits` must be [B, T, P] per head, got "
+                    f"shape {head.shape}.")
+        return tf.concat([tf.stack(columns, axis=-1)] + logits, axis=-1)
+
+
+def unpack_targets(y_true, action_sizes):
+    """Splits a `pack_targets` tensor into a dict of its named parts.
+
+    Args:
+      y_true: The packed tensor [B, T, 5 + H + ΣP].
+      action_sizes: The number of logits P of each head, a list of H ints.
+
+    Returns:
+      A dict with `TARGET_COLUMNS`' [B, T] tensors, ``actions`` and
+      ``behaviour_policy_logits`` (lists with one tensor per head).
+    """
+    num_heads = len(action_sizes)
+    width = len(TARGET_COLUMNS) + num_heads + sum(action_sizes)
+    if y_true.shape.rank != 3 or y_true.shape[-1] not in (None, width):
+        raise ValueError(
+            f"`y_true` must be the [B, T, {width}] tensor of "
+            "`tf_vtrace.keras.pack_targets(actions, rewards, discounts, "
+            f"behaviour_policy_logits, ...)` for action_sizes {list(action_sizes)}"
+            f" ({len(TARGET_COLUMNS)} per-step columns, {num_heads} action "
+            f"column(s), {sum(action_sizes)} logits); got shape {y_true.shape}.")
+    parts = {name: y_true[..., i] for i, name in enumerate(TARGET_COLUMNS)}
+    start = len(TARGET_COLUMNS)
+    parts["actions"] = [y_true[..., start + h] for h in range(num_heads)]
+    start += num_heads
+    logits = []
+    for size in action_sizes:
+        logits.append(y_true[..., start:start + size])
+        start += size
+    parts["behaviour_policy_logits"] = logits
+    return parts
+
+
+def unpack_predictions(y_pred, action_sizes=None):
+    """Splits the packed model output [B, T + 1, ΣP + 1] into logits and values.
+
+    Args:
+      y_pred: The model output: each head's logits, then the value.
+      action_sizes: The number of logits of each head; None for one head of
+        `y_pred.shape[-1] - 1` logits.
+
+    Returns:
+      A dict with ``policy_logits`` (a list with one [B, T + 1, P] tensor per
+      head) and ``values`` [B, T + 1].
+    """
+    if y_pred.shape.rank != 3 or y_pred.shape[-1] is None:
+        raise ValueError(
+            "`y_pred` must be [B, T + 1, ΣP + 1] with a known last axis: the "
+            "model's logits for T + 1 observations, then the value, e.g. "
+            "keras.layers.Concatenate()([logits, value]); got shape "
+            f"{y_pred.shape}.")
+    sizes = list(action_sizes or [y_pred.shape[-1] - 1])
+    if sum(sizes) + 1 != y_pred.shape[-1]:
+        raise ValueError(
+            f"`y_pred` has {y_pred.shape[-1]} channels but action_sizes {sizes} "
+            f"need {sum(sizes) + 1} (the logits of each head, then the value).")
+    logits, start = [], 0
+    for size in sizes:
+        logits.append(y_pred[..., start:start + size])
+        start += size
+    return {"policy_logits": logits, "values": y_pred[..., -1]}
+
+
+def _check_time_axes(y_true, y_pred):
+    steps, observations = y_true.shape[1], y_pred.shape[1]
+    if steps is not None and observations is not None and observations != steps + 1:
+        raise ValueError(
+            f"`y_pred` covers {observations} observations but `y_true` has "
+            f"{steps} steps: the model must output T + 1 = {steps + 1} "
+            "(the last value is the bootstrap value V(x_T)).")
+
+
+_SERIALIZABLE_OPTIONS = (
+    "baseline_cost", "entropy_cost", "kl_cost", "reduction", "pg_target",
+    "clip_rho_threshold", "clip_pg_rho_threshold", "clip_c_threshold",
+    "lambda_", "jit_compile")
+
+
+@_register
+class ImpalaLoss(keras.losses.Loss):
+    r"""The IMPALA loss as a Keras loss: `model.compile(loss=ImpalaLoss())`.
+
+    A thin face over `tf_vtrace.impala.impala_loss` (see it for the terms, the
+    reductions and the distribution behaviour): `y_true` is the
+    `pack_targets` tensor [B, T, 5 + H + ΣP] and `y_pred` the model's packed
+    output [B, T + 1, ΣP + 1] (logits, then value, for T + 1 observations; the
+    last value bootstraps). `call` returns the reduced scalar, so the Keras
+    reduction (`self.reduction`) is fixed to ``"sum"``, a no-op on a scalar
+    that Keras divides by no replica count: the IMPALA reduction is
+    `reduction` (`self.impala_reduction`).
+
+    Args:
+      baseline_cost: Weight of ½ (vs − V)² (scalable_agent: 0.5).
+      entropy_cost: Weight of the entropy bonus (scalable_agent: 0.00025).
+      kl_cost: Weight of KL(μ ‖ π) (default 0: off).
+      reduction: ``"sum"`` (scalable_agent), ``"mean"`` (SEED RL) or
+        ``"masked_mean"``.
+      pg_target: ``"vs"`` (SEED RL, default) or ``"lambda_returns"`` (rlax).
+      clip_rho_threshold: ρ̄, a positive float or None.
+      clip_pg_rho_threshold: ρ̄_pg, a positive float or None.
+      clip_c_threshold: c̄, a positive float or None.
+      lambda_: λ, a float.
+      action_sizes: The number of logits of each action head; None for one
+        head (its size is read from `y_pred`).
+      dist_class: None (Categorical; packed actions are cast back to int) or a
+        registered-serializable callable building a tfp distribution.
+      jit_compile: Compile the V-trace recursion with XLA.
+      name: The loss name.
+
+    Examples:
+
+    >>> import numpy as np, tensorflow as tf
+    >>> from tf_vtrace.keras import ImpalaLoss, pack_targets
+    >>> B, T, A = 2, 4, 3
+    >>> y_true = pack_targets(np.zeros([B, T], int), np.ones([B, T]),
+    ...                       np.full([B, T], 0.9), np.zeros([B, T, A]))
+    >>> y_pred = tf.zeros([B, T + 1, A + 1])  # logits and value, T + 1 steps
+    >>> loss = ImpalaLoss(entropy_cost=0.0)
+    >>> round(float(loss(y_true, y_pred)), 4)
+    31.7731
+    """
+
+    def __init__(self, baseline_cost=0.5, entropy_cost=0.00025, kl_cost=0.0,
+                 reduction="sum", pg_target="vs", clip_rho_threshold=1.0,
+                 clip_pg_rho_threshold=1.0, clip_c_threshold=1.0, lambda_=1.0,
+                 action_sizes=None, dist_class=None, jit_compile=True,
+                 name="impala_loss"):
+        impala._check_choice(reduction, "reduction", impala.REDUCTIONS)
+        impala._check_choice(pg_target, "pg_target", impala.PG_TARGETS)
+        super().__init__(name=name, reduction="sum")
+        self.baseline_cost = baseline_cost
+        self.entropy_cost = entropy_cost
+        self.kl_cost = kl_cost
+        self.impala_reduction = reduction
+        self.pg_target = pg_target
+        self.clip_rho_threshold = clip_rho_threshold
+        self.clip_pg_rho_threshold = clip_pg_rho_threshold
+        self.clip_c_threshold = clip_c_threshold
+        self.lambda_ = lambda_
+        self.action_sizes = None if action_sizes is None else [
+            int(s) for s in action_sizes]
+        if isinstance(dist_class, (str, dict)):
+            dist_class = keras.saving.deserialize_keras_object(dist_class)
+        self.dist_class = dist_class
+        self.jit_compile = jit_compile
+
+    def _unpack(self, y_true, y_pred):
+        """The `impala_loss` arguments from (packed or dict) y_true, y_pred."""
+        if isinstance(y_pred, collections.abc.Mapping):
+            preds = {"policy_logits": _head_list(y_pred["policy_logits"]),
+                     "values": y_pred["values"]}
+            sizes = [p.shape[-1] for p in preds["policy_logits"]]
+        else:
+            preds = unpack_predictions(y_pred, self.action_sizes)
+            sizes = [p.shape[-1] for p in preds["policy_logits"]]
+        if isinstance(y_true, collections.abc.Mapping):
+            y_true = pack_targets(**y_true)
+        targets = unpack_targets(y_true, sizes)
+        _check_time_axes(y_true, preds["values"])
+        actions = targets["actions"]
+        if self.dist_class is None:
+            # Keras 3 casts y_true to float; the actions are exact small ints.
+            actions = [tf.cast(tf.round(a), tf.int32) for a in actions]
+        values = preds["values"]
+        return dict(
+            behaviour_policy_logits=targets["behaviour_policy_logits"],
+            target_policy_logits=[p[:, :-1] for p in preds["policy_logits"]],
+            actions=actions, discounts=targets["discounts"],
+            rewards=targets["rewards"], values=values[:, :-1],
+            bootstrap_value=values[:, -1], mask=targets["mask"],
+            truncated=targets["truncated"],
+            truncation_values=targets["truncation_values"])
+
+    def loss_and_diagnostics(self, y_true, y_pred, cross_replica=True):
+        """`(loss, diagnostics)` as `tf_vtrace.impala.impala_loss` returns them.
+
+        Args:
+          y_true: The packed targets (or a dict of `pack_targets` arguments).
+          y_pred: The packed model output (or a dict with ``policy_logits``
+            and ``values`` over T + 1 observations).
+          cross_replica: As in `impala_loss`.
+
+        Returns:
+          The scalar loss and the dict of diagnostics.
+        """
+        return impala.impala_loss(
+            **self._unpack(y_true, y_pred),
+            baseline_cost=self.baseline_cost, entropy_cost=self.entropy_cost,
+            kl_cost=self.kl_cost, reduction=self.impala_reduction,
+            pg_target=self.pg_target, dist_class=self.dist_class,
+            clip_rho_threshold=self.clip_rho_threshold,
+            clip_pg_rho_threshold=self.clip_pg_rho_threshold,
+            clip_c_threshold=self.clip_c_threshold, lambda_=self.lambda_,
+            time_major=False, jit_compile=self.jit_compile,
+            cross_replica=cross_replica)
+
+    def call(self, y_true, y_pred):
+        return self.loss_and_diagnostics(y_true, y_pred)[0]
+
+    def get_config(self):
+        config = {key: getattr(self, key) for key in _SERIALIZABLE_OPTIONS
+                  if key != "reduction"}
+        config.update(
+            name=self.name, reduction=self.impala_reduction,
+            action_sizes=self.action_sizes,
+            dist_class=None if self.dist_class is None else
+            keras.saving.serialize_keras_object(self.dist_class))
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**{k: v for k, v in config.items() if k != "dtype"})
+
+
+@_register
+class ImpalaMetric(keras.metrics.Mean):
+    """One diagnostic of `ImpalaLoss` as a Keras metric (its mean over batches).
+
+    Pass the loss the model is compiled with; the metric recomputes the
+    diagnostics from (y_true, y_pred) on the local batch. `impala_metrics`
+    builds all of them.
+
+    Args:
+      diagnostic: A key of `tf_vtrace.impala.DIAGNOSTICS`, e.g. ``"mean_rho"``.
+      loss: The `ImpalaLoss` whose options to use (or its config dict).
+      name: The metric name; default `diagnostic`.
+      dtype: The metric dtype.
+    """
+
+    def __init__(self, diagnostic, loss, name=None, dtype=None):
+        impala._check_choice(diagnostic, "diagnostic", impala.DIAGNOSTICS)
+        super().__init__(name=name or diagnostic, dtype=dtype)
+        if isinstance(loss, dict):
+            loss = ImpalaLoss.from_config(loss)
+        if not isinstance(loss, ImpalaLoss):
+            raise TypeError(f"`loss` must be an ImpalaLoss, got {type(loss).__name__}.")
+        self.diagnostic = diagnostic
+        self.impala_loss = loss
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        del sample_weight  # Already a mean over valid steps.
+        y_true = tf.convert_to_tensor(y_true, tf.float32)
+        y_pred = tf.cast(tf.convert_to_tensor(y_pred), tf.float32)
+        _, diagnostics = self.impala_loss.loss_and_diagnostics(
+            y_true, y_pred, cross_replica=False)
+        return super().update_state(diagnostics[self.diagnostic])
+
+    def get_config(self):
+        return {"diagnostic": self.diagnostic, "name": self.name,
+                "loss": self.impala_loss.get_config()}
+
+
+def impala_metrics(loss, diagnostics=impala.DIAGNOSTICS):
+    """`ImpalaMetric`s for `model.compile(metrics=...)`, one per diagnostic.
+
+    Args:
+      loss: The `ImpalaLoss` the model is compiled with.
+      diagnostics: Which diagnostics; default all of
+        `tf_vtrace.impala.DIAGNOSTICS`.
+
+    Returns:
+      A list of metrics.
+    """
+    return [ImpalaMetric(d, loss) for d in diagnostics]
+
+
+@_register
+class VTrace(keras.layers.Layer):
+    r"""V-trace targets as a Keras layer, for functional models and `train_step`.
+
+    Calls `tf_vtrace.impala.vtrace_targets` (the core's recursion with padding
+    and truncation); batch-major by default. Without `bootstrap_value`,
+    `values` covers T + 1 observations and its last step bootstraps.
+
+    Args:
+      clip_rho_threshold: ρ̄, a positive float or None.
+      clip_pg_rho_threshold: ρ̄_pg, a positive float or None.
+      clip_c_threshold: c̄, a positive float or None.
+      lambda_: λ, a float.
+      pg_target: ``"vs"`` or ``"lambda_returns"``.
+      time_major: False (Keras layout, [B, T, ...]) or True.
+      jit_compile: Compile the recursion with XLA.
+      **kwargs: Layer arguments (``name``, ``dtype``).
+
+    Examples:
+
+    >>> import tensorflow as tf
+    >>> from tf_vtrace.keras import VTrace
+    >>> B, T, A = 2, 3, 4
+    >>> out = VTrace()(
+    ...     behaviour_policy_logits=tf.zeros([B, T, A]),
+    ...     target_policy_logits=tf.zeros([B, T, A]),
+    ...     actions=tf.zeros([B, T], tf.int32), discounts=tf.ones([B, T]),
+    ...     rewards=tf.ones([B, T]), values=tf.zeros([B, T + 1]))
+    >>> [float(v) for v in out["vs"][0]]
+    [3.0, 2.0, 1.0]
+    """
+
+    def __init__(self, clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0,
+                 clip_c_threshold=1.0, lambda_=1.0, pg_target="vs",
+                 time_major=False, jit_compile=True, **kwargs):
+        impala._check_choice(pg_target, "pg_target", impala.PG_TARGETS)
+        super().__init__(**kwargs)
+        self.clip_rho_threshold = clip_rho_threshold
+        self.clip_pg_rho_threshold = clip_pg_rho_threshold
+        self.clip_c_threshold = clip_c_threshold
+        self.lambda_ = lambda_
+        self.pg_target = pg_target
+        self.time_major = time_major
+        self.jit_compile = jit_compile
+
+    def call(self, behaviour_policy_logits, target_policy_logits, actions,
+             discounts, rewards, values, bootstrap_value=None, mask=None,
+             truncated=None, truncation_values=None):
+        """Returns a dict: ``vs``, ``pg_advantages`` (no gradient), ``log_rhos``."""
+        if bootstrap_value is None:
+            if self.time_major:
+                values, bootstrap_value = values[:-1], values[-1]
+            else:
+                values, bootstrap_value = values[:, :-1], values[:, -1]
+        targets = impala.vtrace_targets(
+            behaviour_policy_logits, target_policy_logits, actions, discounts,
+            rewards, values, bootstrap_value, mask=mask, truncated=truncated,
+            truncation_values=truncation_values, pg_target=self.pg_target,
+            clip_rho_threshold=self.clip_rho_threshold,
+            clip_pg_rho_threshold=self.clip_pg_rho_threshold,
+            clip_c_threshold=self.clip_c_threshold, lambda_=self.lambda_,
+            time_major=self.time_major, jit_compile=self.jit_compile)
+        return {"vs": targets.vs, "pg_advantages": targets.pg_advantages,
+                "log_rhos": targets.log_rhos}
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            clip_rho_threshold=self.clip_rho_threshold,
+            clip_pg_rho_threshold=self.clip_pg_rho_threshold,
+            clip_c_threshold=self.clip_c_threshold, lambda_=self.lambda_,
+            pg_target=self.pg_target, time_major=self.time_major,
+            jit_compile=self.jit_compile)
+        return config
