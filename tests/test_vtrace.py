@@ -456,3 +456,25 @@ def test_signatures_follow_reference_api_order():
     assert tf_vtrace.VTraceFromLogitsReturns._fields == (
         "vs", "pg_advantages", "log_rhos", "behaviour_action_log_probs",
         "target_action_log_probs")
+
+
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_policy_gradient_step_inside_callers_tf_function(jit_compile):
+    """The usual learner step: tape inside a (jit-compiled) tf.function."""
+    batch = logits_tensors(make_logits_batch(seed=21), tf.float32)
+    target_logits = tf.Variable(batch.pop("target_policy_logits"))
+
+    @tf.function(jit_compile=jit_compile)
+    def step():
+        with tf.GradientTape() as tape:
+            out = tf_vtrace.from_logits(target_policy_logits=target_logits,
+                                        **batch)
+            loss = -tf.reduce_sum(out.target_action_log_probs * out.pg_advantages)
+        return tape.gradient(loss, target_logits), out.pg_advantages
+
+    grad, advantages = step()
+    # d/dlogits of −Σ A·log softmax(logits)[a] = −A·(onehot(a) − softmax).
+    probs = tf.nn.softmax(target_logits).numpy()
+    onehot = np.eye(probs.shape[-1])[batch["actions"].numpy()]
+    expected = -advantages.numpy()[..., None] * (onehot - probs)
+    np.testing.assert_allclose(grad.numpy(), expected, rtol=1e-4, atol=1e-5)
