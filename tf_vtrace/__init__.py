@@ -1,7 +1,9 @@
 """tf_vtrace: V-trace (IMPALA) off-policy targets for TensorFlow 2 and Keras.
 
 The core (`tf_vtrace.vtrace`) follows the API of the scalable_agent / RLlib
-V-trace modules, so ported code only changes its import.
+V-trace modules, so ported code only changes its import. The IMPALA loss
+(`tf_vtrace.impala`), its Keras face (`tf_vtrace.keras`) and the SavedModel
+module (`tf_vtrace.export`) are built on it.
 """
 
 from tf_vtrace.vtrace import VTraceFromLogitsReturns
@@ -12,10 +14,22 @@ from tf_vtrace.vtrace import get_log_rhos
 from tf_vtrace.vtrace import log_probs_from_logits_and_actions
 from tf_vtrace.vtrace import multi_from_logits
 from tf_vtrace.vtrace import multi_log_probs_from_logits_and_actions
+from tf_vtrace.impala import VTraceTargets
+from tf_vtrace.impala import impala_loss
+from tf_vtrace.impala import vtrace_targets
+from tf_vtrace.keras import ImpalaLoss
+from tf_vtrace.keras import ImpalaMetric
+from tf_vtrace.keras import VTrace
+from tf_vtrace.keras import impala_metrics
+from tf_vtrace.keras import pack_targets
+from tf_vtrace.keras import unpack_predictions
+from tf_vtrace.keras import unpack_targets
+from tf_vtrace.export import VTraceModule
 
 __version__ = "0.1.0"
 
 __all__ = [
+    # V-trace (the RLlib / scalable_agent API)
     "VTraceReturns",
     "VTraceFromLogitsReturns",
     "from_importance_weights",
@@ -24,4 +38,18 @@ __all__ = [
     "log_probs_from_logits_and_actions",
     "multi_log_probs_from_logits_and_actions",
     "get_log_rhos",
+    # The IMPALA loss
+    "VTraceTargets",
+    "vtrace_targets",
+    "impala_loss",
+    # Keras
+    "ImpalaLoss",
+    "ImpalaMetric",
+    "impala_metrics",
+    "VTrace",
+    "pack_targets",
+    "unpack_targets",
+    "unpack_predictions",
+    # SavedModel
+    "VTraceModule",
 ]

@@ -73,8 +73,9 @@ class VTraceModule(tf.Module):
     ...     tf.zeros([T, B, A]), tf.zeros([T, B, A]), tf.zeros([T, B], tf.int32),
     ...     tf.ones([T, B]), tf.ones([T, B]), tf.zeros([T, B]), tf.zeros([B]),
     ...     tf.ones([T, B]), tf.zeros([T, B]), tf.zeros([T, B]))
-    >>> [float(v) for v in out["vs"][:, 0]]
-    [3.0, 2.0, 1.0]
+    >>> vs = out["vs"]
+    >>> tuple(float(v) for v in vs[:, 0])
+    (3.0, 2.0, 1.0)
     """
 
     def __init__(self, baseline_cost=0.5, entropy_cost=0.00025, kl_cost=0.0,

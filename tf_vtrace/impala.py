@@ -38,6 +38,7 @@ __all__ = [
     "REDUCTIONS",
     "PG_TARGETS",
     "DIAGNOSTICS",
+    "VTraceTargets",
     "vtrace_targets",
     "impala_loss",
 ]
@@ -186,6 +187,61 @@ def _to_compute(tensors, dtype):
             for t in tensors]
 
 
+def _step_flags(mask, truncated, truncation_values, values, time_major,
+                validate_args):
+    """The checked, time-major `valid` and `truncated` masks and final values."""
+    asserts = []
+    if mask is None:
+        valid = tf.ones_like(values, tf.bool)
+    else:
+        valid, mask_asserts = _as_bool(mask, "mask", values, time_major,
+                                       validate_args)
+        asserts += mask_asserts
+    if truncated is None:
+        truncated = tf.zeros_like(values, tf.bool)
+        truncation_values = tf.zeros_like(values)
+    else:
+        truncated, trunc_asserts = _as_bool(
+            truncated, "truncated", values, time_major, validate_args)
+        asserts += trunc_asserts
+        if truncation_values is None:
+            raise ValueError(
+                "`truncation_values` is required with `truncated`: V(x_{t+1}) "
+                "of each truncated episode's final observation, [T, B, ...].")
+        truncation_values = _checks.to_float_tensor(
+            truncation_values, "truncation_values", values.dtype)
+        asserts += _checks.check_same_shape(
+            truncation_values, "truncation_values", values, "values",
+            time_major, validate_args)
+    flags = [vtrace._to_time_major(t, time_major)
+             for t in (valid, truncated, truncation_values)]
+    return _checks.with_dependencies(asserts, flags)
+
+
+def _action_log_probs(behaviour_policy_logits, target_policy_logits, actions,
+                      behaviour_action_log_probs, valid, dtype, dist_class,
+                      model, time_major, validate_args):
+    """Time-major log π(a) (differentiable) and log μ(a) per head.
+
+    Padded steps get zero logits and action 0 first, so the log-probs (and
+    their gradients) are finite whatever the padding held.
+    """
+    def heads(value, name):
+        return _to_compute(_prepare_heads(value, name, valid, time_major), dtype)
+
+    action_heads = _prepare_heads(actions, "actions", valid, time_major)
+    target = vtrace.multi_log_probs_from_logits_and_actions(
+        heads(target_policy_logits, "target_policy_logits"), action_heads,
+        dist_class, model, validate_args=validate_args)
+    if behaviour_action_log_probs is None:
+        behaviour = vtrace.multi_log_probs_from_logits_and_actions(
+            heads(behaviour_policy_logits, "behaviour_policy_logits"),
+            action_heads, dist_class, model, validate_args=validate_args)
+    else:
+        behaviour = heads(behaviour_action_log_probs, "behaviour_action_log_probs")
+    return target, [tf.stop_gradient(b) for b in behaviour]
+
+
 def vtrace_targets(behaviour_policy_logits,
                    target_policy_logits,
                    actions,
@@ -270,8 +326,8 @@ def vtrace_targets(behaviour_policy_logits,
     ...     discounts=tf.ones([T, B]), rewards=tf.ones([T, B]),
     ...     values=tf.zeros([T, B]), bootstrap_value=tf.zeros([B]),
     ...     mask=[[True], [True], [False]])
-    >>> [float(v) for v in out.vs[:, 0]]  # the padded step adds nothing
-    [2.0, 1.0, 0.0]
+    >>> tuple(float(v) for v in out.vs[:, 0])  # the padded step adds nothing
+    (2.0, 1.0, 0.0)
     """
     _check_choice(pg_target, "pg_target", PG_TARGETS)
     with tf.name_scope(name or "vtrace_targets"):
@@ -283,51 +339,12 @@ def vtrace_targets(behaviour_policy_logits,
                 (bootstrap_value, "bootstrap_value"),
                 (truncation_values, "truncation_values")))
         tm = lambda t: vtrace._to_time_major(t, time_major)  # noqa: E731
-        asserts = []
-        if mask is None:
-            valid = tf.ones_like(values, tf.bool)
-        else:
-            valid, mask_asserts = _as_bool(mask, "mask", values, time_major,
-                                           validate_args)
-            asserts += mask_asserts
-        if truncated is None:
-            truncated = tf.zeros_like(values, tf.bool)
-            truncation_values = tf.zeros_like(values)
-        else:
-            truncated, trunc_asserts = _as_bool(
-                truncated, "truncated", values, time_major, validate_args)
-            asserts += trunc_asserts
-            if truncation_values is None:
-                raise ValueError(
-                    "`truncation_values` is required with `truncated`: V(x_{t+1}) "
-                    "of each truncated episode's final observation, [T, B, ...].")
-            truncation_values = _checks.to_float_tensor(
-                truncation_values, "truncation_values", values.dtype)
-            asserts += _checks.check_same_shape(
-                truncation_values, "truncation_values", values, "values",
-                time_major, validate_args)
-        valid, truncated = tm(valid), tm(truncated)
-        valid, truncated = _checks.with_dependencies(asserts, [valid, truncated])
-
-        target_heads = _prepare_heads(target_policy_logits, "target_policy_logits",
-                                      valid, time_major)
-        action_heads = _prepare_heads(actions, "actions", valid, time_major)
-        target_heads = _to_compute(target_heads, dtype)
-        target_log_probs = vtrace.multi_log_probs_from_logits_and_actions(
-            target_heads, action_heads, dist_class, model,
-            validate_args=validate_args)
-        if behaviour_action_log_probs is None:
-            behaviour_heads = _to_compute(_prepare_heads(
-                behaviour_policy_logits, "behaviour_policy_logits", valid,
-                time_major), dtype)
-            behaviour_log_probs = vtrace.multi_log_probs_from_logits_and_actions(
-                behaviour_heads, action_heads, dist_class, model,
-                validate_args=validate_args)
-        else:
-            behaviour_log_probs = _to_compute(_prepare_heads(
-                behaviour_action_log_probs, "behaviour_action_log_probs", valid,
-                time_major), dtype)
-        behaviour_log_probs = [tf.stop_gradient(b) for b in behaviour_log_probs]
+        valid, truncated, truncation_values = _step_flags(
+            mask, truncated, truncation_values, values, time_major, validate_args)
+        target_log_probs, behaviour_log_probs = _action_log_probs(
+            behaviour_policy_logits, target_policy_logits, actions,
+            behaviour_action_log_probs, valid, dtype, dist_class, model,
+            time_major, validate_args)
         log_rhos = _where_valid(valid, vtrace.get_log_rhos(
             target_log_probs, behaviour_log_probs))
 
@@ -336,8 +353,7 @@ def vtrace_targets(behaviour_policy_logits,
                 (discounts, "discounts"), (rewards, "rewards"),
                 (bootstrap_value, "bootstrap_value"), (lambda_, "lambda_"))]
         discounts_, rewards_, bootstrap_, lambda_ = inputs
-        discounts_, rewards_, values_, truncation_values = (
-            tm(discounts_), tm(rewards_), tm(values), tm(truncation_values))
+        discounts_, rewards_, values_ = tm(discounts_), tm(rewards_), tm(values)
         if lambda_.shape.rank:
             lambda_ = tm(lambda_)
         masked = _masked_inputs(

@@ -108,8 +108,10 @@ def pack_targets(actions, rewards, discounts, behaviour_policy_logits, *,
                    0. * ones if truncated is None else _as_float(truncated, "truncated"),
                    0. * ones if truncation_values is None else _as_float(
                        truncation_values, "truncation_values")]
-        columns += [_as_float(a, "actions") for a in _head_list(actions)]
-        for column, name in zip(columns, TARGET_COLUMNS + ("actions",) * 99):
+        action_columns = [_as_float(a, "actions") for a in _head_list(actions)]
+        columns += action_columns
+        names = TARGET_COLUMNS + ("actions",) * len(action_columns)
+        for column, name in zip(columns, names):
             if column.shape.rank != 2 or not column.shape.is_compatible_with(
                     rewards.shape):
                 raise ValueError(
@@ -275,10 +277,9 @@ class ImpalaLoss(keras.losses.Loss):
         if isinstance(y_pred, collections.abc.Mapping):
             preds = {"policy_logits": _head_list(y_pred["policy_logits"]),
                      "values": y_pred["values"]}
-            sizes = [p.shape[-1] for p in preds["policy_logits"]]
         else:
             preds = unpack_predictions(y_pred, self.action_sizes)
-            sizes = [p.shape[-1] for p in preds["policy_logits"]]
+        sizes = [p.shape[-1] for p in preds["policy_logits"]]
         if isinstance(y_true, collections.abc.Mapping):
             y_true = pack_targets(**y_true)
         targets = unpack_targets(y_true, sizes)
@@ -418,8 +419,9 @@ class VTrace(keras.layers.Layer):
     ...     target_policy_logits=tf.zeros([B, T, A]),
     ...     actions=tf.zeros([B, T], tf.int32), discounts=tf.ones([B, T]),
     ...     rewards=tf.ones([B, T]), values=tf.zeros([B, T + 1]))
-    >>> [float(v) for v in out["vs"][0]]
-    [3.0, 2.0, 1.0]
+    >>> vs = out["vs"]
+    >>> tuple(float(v) for v in vs[0])
+    (3.0, 2.0, 1.0)
     """
 
     def __init__(self, clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0,

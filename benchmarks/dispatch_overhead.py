@@ -1,0 +1,73 @@
+"""Experiment: where an eager tf_vtrace.from_importance_weights call spends its time.
+
+    .venv/bin/python benchmarks/dispatch_overhead.py [--quick]
+
+Peels the call layer by layer at T=100, B=256 (median µs per call): the
+public eager call; the same inside a user's tf.function(jit_compile=True) and
+that function's concrete function (which skips tf.function's argument
+canonicalisation and cache lookup); the floor both ways; an XLA function that
+returns its first input (the pure cost of dispatching to XLA); one eager op.
+Uses only public APIs, so it keeps working while tf_vtrace's internals change.
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import tensorflow as tf  # noqa: E402
+
+import harness  # noqa: E402
+import impl_tf  # noqa: E402
+import tf_impls  # noqa: E402
+
+
+def _jit_and_concrete(fn, tensors):
+    function = tf.function(fn, jit_compile=True)
+    return function, function.get_concrete_function(*tensors)
+
+
+def layered_calls(tensors):
+    """Zero-argument calls, from the public API down to a bare XLA dispatch."""
+    import tf_vtrace
+
+    def vtrace_in_user_fn(*args):
+        return tuple(tf_vtrace.from_importance_weights(*args))
+
+    user_fn, user_concrete = _jit_and_concrete(vtrace_in_user_fn, tensors)
+    floor_fn, floor_concrete = _jit_and_concrete(tf_impls.floor_pass, tensors)
+    empty_fn, empty_concrete = _jit_and_concrete(lambda *args: args[0], tensors)
+    one = tf.constant(1.0)
+    return {
+        "tf_vtrace public eager call": lambda: tf_vtrace.from_importance_weights(*tensors),
+        "tf_vtrace in user jit tf.function": lambda: user_fn(*tensors),
+        "tf_vtrace in user jit, concrete fn": lambda: user_concrete(*tensors),
+        "floor tf.function": lambda: floor_fn(*tensors),
+        "floor concrete fn": lambda: floor_concrete(*tensors),
+        "empty XLA tf.function": lambda: empty_fn(*tensors),
+        "empty XLA concrete fn": lambda: empty_concrete(*tensors),
+        "one eager tf.add": lambda: tf.add(one, one),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    rounds, budget_s = (2, 0.02) if args.quick else (9, 0.25)
+    inputs = harness.load_inputs(100, 256)
+    tensors = [tf.constant(inputs[key]) for key in impl_tf.IW_KEYS]
+    calls = layered_calls(tensors)
+    for call in calls.values():
+        call()
+    runners = {name: (lambda c: lambda n: harness.time_calls(c, n))(c) for name, c in calls.items()}
+    medians = harness.interleaved_medians(runners, rounds, budget_s)
+    floor = medians["floor tf.function"]
+    rows = [(name, harness.fmt_us(us), harness.fmt_ratio(us, floor)) for name, us in medians.items()]
+    print("T=100, B=256, median us per call")
+    print(harness.format_table(("layer", "us/call", "vs floor"), rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""tf_vtrace against its peers, each in its own process and venv, in one run.
+
+    .venv/bin/python benchmarks/run_peers.py [--quick]   (run_all.sh makes the venvs)
+
+Prints, for every workload, the median µs per call of each implementation, its
+ratio to tf_vtrace and the max |difference| of its outputs from tf_vtrace's on
+the same inputs; then the scaling runs (time and per-call peak memory) and the
+first-call latency of each implementation in a fresh process. Results also go
+to benchmarks/results/peers.json (for plot_scaling.py).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(BENCH_DIR)
+sys.path.insert(0, BENCH_DIR)
+
+import numpy as np  # noqa: E402
+
+import harness  # noqa: E402
+
+# name -> (venv under the repo root, impl module)
+IMPLEMENTATIONS = {
+    "tf_vtrace": (".venv", "impl_tf"),
+    "floor": (".venv", "impl_tf"),
+    "trfl": (".venv-bench-tf", "impl_tf"),
+    "rlax": (".venv-bench-jax", "impl_jax"),
+    "torch loop": (".venv-bench-torch", "impl_torch"),
+    "numpy loop": (".venv", "impl_numpy"),
+}
+REFERENCE = "tf_vtrace"
+BASE_POINT = (100, 256)
+SCALING_POINTS = ((100, 256), (300, 256), (1000, 256), (100, 1024), (100, 4096))
+# key -> (workload, T, B); key names are what the tables print.
+CASES = {
+    "iw_100x256": ("importance_weights", 100, 256),
+    "iw_20x32": ("importance_weights", 20, 32),
+    "learner_100x256": ("learner_step", 100, 256),
+}
+for _T, _B in SCALING_POINTS[1:]:
+    CASES[f"iw_{_T}x{_B}"] = ("importance_weights", _T, _B)
+
+
+def _python(name):
+    return os.path.join(REPO_ROOT, IMPLEMENTATIONS[name][0], "bin", "python")
+
+
+def _worker_command(name, *extra):
+    module = IMPLEMENTATIONS[name][1]
+    return [_python(name), os.path.join(BENCH_DIR, "worker.py"), module, name, *extra]
+
+
+class WorkerProcess:
+    """A long-lived worker: one implementation, requests over a pipe."""
+
+    def __init__(self, name):
+        self.name = name
+        self.process = subprocess.Popen(
+            _worker_command(name), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True, cwd=REPO_ROOT)
+
+    def wait_ready(self):
+        return self._read()
+
+    def request(self, op, **kwargs):
+        self.process.stdin.write(json.dumps(dict(op=op, **kwargs)) + "\n")
+        self.process.stdin.flush()
+        return self._read()
+
+    def _read(self):
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"worker {self.name!r} died; rerun it by hand: "
+                               f"{' '.join(_worker_command(self.name))}")
+        return json.loads(line)
+
+    def close(self):
+        self.process.stdin.write(json.dumps({"op": "exit"}) + "\n")
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def start_workers(names):
+    """Start every worker at once (imports overlap), then wait for each."""
+    workers = {name: WorkerProcess(name) for name in names}
+    for worker in workers.values():
+        worker.wait_ready()
+    return workers
+
+
+def setup_cases(workers):
+    """Build + compile every case in every worker; returns case -> {name: outputs path}."""
+    outputs = {}
+    for key, (workload, T, B) in CASES.items():
+        outputs[key] = {}
+        for name, worker in workers.items():
+            reply = worker.request("setup", key=key, workload=workload, T=T, B=B)
+            if reply["supported"]:
+                outputs[key][name] = reply["outputs"]
+        print(f"  compiled {key}", file=sys.stderr, flush=True)
+    return outputs
+
+
+def max_abs_diffs(output_paths):
+    """Per implementation: max |output - tf_vtrace's output| over all outputs."""
+    def load(path):
+        with np.load(path) as data:
+            return [data[k] for k in sorted(data.files, key=lambda k: int(k.split("_")[1]))]
+
+    reference = load(output_paths[REFERENCE])
+    return {name: max(float(np.max(np.abs(np.asarray(a, np.float64) - b)))
+                      for a, b in zip(load(path), reference))
+            for name, path in output_paths.items()}
+
+
+def time_cases(workers, outputs, rounds, budget_s):
+    """case -> {name: median µs}, implementations alternating within each case."""
+    medians = {}
+    for key in CASES:
+        runners = {name: (lambda w, k: lambda n: w.request("time", key=k, n=n)["times"])(
+            workers[name], key) for name in outputs[key]}
+        medians[key] = harness.interleaved_medians(runners, rounds, budget_s)
+        print(f"  timed {key}", file=sys.stderr, flush=True)
+    return medians
+
+
+def probe_fresh_processes(names):
+    """First-call latency + per-call peak memory, one fresh process per implementation.
+
+    MALLOC_MMAP_THRESHOLD_ pins glibc's mmap threshold so large freed buffers go
+    back to the OS; otherwise a warm process reuses its free lists and the
+    resident-memory high-water mark would not move.
+    """
+    points = ",".join(f"{T}x{B}" for T, B in SCALING_POINTS)
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
+    results = {}
+    for name in names:
+        completed = subprocess.run(
+            _worker_command(name, "--probe", points), capture_output=True, text=True,
+            env=env, cwd=REPO_ROOT, check=False)
+        if completed.returncode != 0:
+            raise RuntimeError(f"probe of {name!r} failed:\n{completed.stderr[-3000:]}")
+        results[name] = json.loads(completed.stdout.strip().splitlines()[-1])
+        print(f"  probed {name}", file=sys.stderr, flush=True)
+    return results
+
+
+def case_table(medians, diffs):
+    rows = []
+    for key in ("iw_100x256", "iw_20x32", "learner_100x256"):
+        reference = medians[key][REFERENCE]
+        for name, us in sorted(medians[key].items(), key=lambda item: item[1]):
+            rows.append((key, name, harness.fmt_us(us), harness.fmt_ratio(us, reference),
+                         "(not V-trace)" if name == "floor" else f"{diffs[key][name]:.1e}"))
+    return harness.format_table(
+        ("case", "implementation", "us/call", "vs tf_vtrace", "max|diff|"), rows)
+
+
+def scaling_table(medians, probes):
+    header = ["implementation"] + [f"{T}x{B}" for T, B in SCALING_POINTS]
+    time_rows, memory_rows = [], []
+    for name in IMPLEMENTATIONS:
+        keys = [f"iw_{T}x{B}" for T, B in SCALING_POINTS]
+        time_rows.append([name] + [harness.fmt_us(medians[k].get(name)) for k in keys])
+        memory_rows.append([name] + [f"{probes[name]['memory_mib'][f'{T}x{B}']:.1f}"
+                                     for T, B in SCALING_POINTS])
+    return (harness.format_table(header, time_rows),
+            harness.format_table(header, memory_rows))
+
+
+def latency_table(probes):
+    rows = [(name, f"{probes[name]['import_s']:.2f}", f"{probes[name]['first_call_s']:.3f}")
+            for name in IMPLEMENTATIONS]
+    return harness.format_table(("implementation", "import s", "first call s"), rows)
+
+
+def targets(medians):
+    lines = []
+    for key in ("iw_100x256", "learner_100x256"):
+        ours = medians[key][REFERENCE]
+        peers = {n: us for n, us in medians[key].items() if n not in (REFERENCE, "floor")}
+        fastest = min(peers, key=peers.get)
+        verdict = "met" if ours < peers[fastest] else "MISSED"
+        lines.append(f"{key}: tf_vtrace {ours:,.0f} us vs fastest peer {fastest} "
+                     f"{peers[fastest]:,.0f} us: faster than every peer: {verdict}")
+    ratio = medians["iw_100x256"][REFERENCE] / medians["iw_100x256"]["floor"]
+    lines.append(f"iw_100x256: tf_vtrace / floor = {ratio:.2f}x (target <= 1.3x: "
+                 f"{'met' if ratio <= 1.3 else 'MISSED'})")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="few iterations (smoke run)")
+    args = parser.parse_args(argv)
+    rounds, budget_s = (2, 0.02) if args.quick else (7, 0.12)
+    started = time.perf_counter()
+    for T, B in {(T, B) for _, T, B in CASES.values()}:
+        harness.load_inputs(T, B)  # written once, before any worker reads them
+
+    print("first-call latency and memory (fresh processes)...", file=sys.stderr, flush=True)
+    probes = probe_fresh_processes(IMPLEMENTATIONS)
+    print("starting workers...", file=sys.stderr, flush=True)
+    workers = start_workers(IMPLEMENTATIONS)
+    try:
+        outputs = setup_cases(workers)
+        medians = time_cases(workers, outputs, rounds, budget_s)
+    finally:
+        for worker in workers.values():
+            worker.close()
+    diffs = {key: max_abs_diffs(paths) for key, paths in outputs.items()}
+
+    time_text, memory_text = scaling_table(medians, probes)
+    report = "\n\n".join([
+        "Median us per call; iw = from_importance_weights, learner = 18-action logits ->"
+        " log-probs -> V-trace -> IMPALA loss -> gradients (TxB):\n" + case_table(medians, diffs),
+        "Scaling, from_importance_weights, median us per call (TxB):\n" + time_text,
+        "Scaling, peak resident memory above the warm baseline during a call, MiB (TxB):\n"
+        + memory_text,
+        "First call in a fresh process (import excluded; trace + compile + run):\n"
+        + latency_table(probes),
+        "Targets:\n" + targets(medians),
+    ])
+    print(report)
+    print(f"\n(total {time.perf_counter() - started:.0f} s)")
+    with open(os.path.join(harness.RESULTS_DIR, "peers.json"), "w") as out:
+        json.dump({"medians": medians, "diffs": diffs, "probes": probes,
+                   "scaling_points": SCALING_POINTS}, out, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""tf_keras (Keras 2): `TF_USE_LEGACY_KERAS=1` must be set before TensorFlow is
+imported and holds for the whole process, so this runs in a subprocess."""
+import os
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent("""
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras
+    assert tf.keras.__name__.startswith("tf_keras"), tf.keras.__name__
+    from tf_vtrace.impala import impala_loss
+    from tf_vtrace.keras import (ImpalaLoss, VTrace, impala_metrics, keras,
+                                 pack_targets)
+    assert keras is tf_keras
+
+    B, T, A, OBS = 6, 5, 3, 4
+    rng = np.random.default_rng(0)
+    data = dict(actions=np.arange(B * T).reshape(B, T) % A,
+                rewards=rng.normal(size=(B, T)), discounts=np.full((B, T), .9),
+                behaviour_policy_logits=rng.normal(0, 2, (B, T, A)))
+    obs = rng.normal(size=(B, T + 1, OBS)).astype(np.float32)
+    y_true = pack_targets(**data)
+
+    tf.random.set_seed(0)
+    inp = tf_keras.Input((None, OBS))
+    hidden = tf_keras.layers.Dense(16, activation="tanh")(inp)
+    out = tf_keras.layers.Concatenate()(
+        [tf_keras.layers.Dense(A)(hidden), tf_keras.layers.Dense(1)(hidden)])
+    model = tf_keras.Model(inp, out)
+    loss = ImpalaLoss(entropy_cost=0.01, reduction="mean")
+    y_pred = model(obs)
+    want, _ = impala_loss(
+        data["behaviour_policy_logits"].astype(np.float32), y_pred[:, :-1, :A],
+        data["actions"], data["discounts"].astype(np.float32),
+        data["rewards"].astype(np.float32), y_pred[:, :-1, A], y_pred[:, -1, A],
+        entropy_cost=0.01, reduction="mean", time_major=False)
+    np.testing.assert_allclose(float(loss(y_true, y_pred)), float(want), rtol=1e-6)
+
+    model.compile(tf_keras.optimizers.Adam(0.02), loss=loss,
+                  metrics=impala_metrics(loss, ["mean_rho", "baseline_loss"]))
+    history = model.fit(obs, y_true, batch_size=B, epochs=6, verbose=0).history
+    assert history["baseline_loss"][-1] < history["baseline_loss"][0], history
+    assert np.isfinite(history["mean_rho"]).all()
+
+    model.save("m.keras")
+    loaded = tf_keras.models.load_model("m.keras", safe_mode=True)
+    assert loaded.loss.get_config() == loss.get_config()
+    np.testing.assert_allclose(loaded.evaluate(obs, y_true, verbose=0)[0],
+                               model.evaluate(obs, y_true, verbose=0)[0], rtol=1e-6)
+
+    layer = VTrace(lambda_=0.9)
+    targets = layer(data["behaviour_policy_logits"].astype(np.float32),
+                    y_pred[:, :-1, :A], data["actions"],
+                    data["discounts"].astype(np.float32),
+                    data["rewards"].astype(np.float32), y_pred[..., A])
+    assert targets["vs"].shape == (B, T)
+    assert VTrace.from_config(layer.get_config()).lambda_ == 0.9
+    print("LEGACY_OK", history["baseline_loss"][0], history["baseline_loss"][-1])
+""")
+
+
+def test_loss_metrics_layer_and_saving_under_tf_keras(tmp_path):
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and "LEGACY_OK" in result.stdout, (
+        result.stdout + result.stderr[-5000:])
