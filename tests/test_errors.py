@@ -151,3 +151,17 @@ def test_head_count_mismatch():
 def test_lambda_out_of_range(value):
     with pytest.raises(ValueError, match=r"`lambda_` must be in \[0, 1\]"):
         tf_vtrace.from_importance_weights(**inputs(), lambda_=value)
+
+
+def test_thresholds_passed_where_dist_class_goes():
+    batch = logits_inputs()
+    ordered = [batch[k] for k in ("behaviour_policy_logits", "target_policy_logits",
+                                  "actions", "discounts", "rewards", "values",
+                                  "bootstrap_value")]
+    with pytest.raises(TypeError, match="`dist_class` must be None"):
+        tf_vtrace.from_logits(*ordered, 1.0, 1.0)
+
+
+def test_get_log_rhos_rejects_bare_tensors():
+    with pytest.raises(TypeError, match="`target_action_log_probs` must be a list"):
+        tf_vtrace.get_log_rhos(tf.zeros([4, 3]), tf.zeros([4, 3]))

@@ -64,18 +64,17 @@ class VTraceModule(tf.Module):
       name: The module name.
 
     Examples:
-
-    >>> import tensorflow as tf
-    >>> from tf_vtrace.export import VTraceModule
-    >>> module = VTraceModule()
-    >>> T, B, A = 3, 2, 4
-    >>> out = module.vtrace_targets(
-    ...     tf.zeros([T, B, A]), tf.zeros([T, B, A]), tf.zeros([T, B], tf.int32),
-    ...     tf.ones([T, B]), tf.ones([T, B]), tf.zeros([T, B]), tf.zeros([B]),
-    ...     tf.ones([T, B]), tf.zeros([T, B]), tf.zeros([T, B]))
-    >>> vs = out["vs"]
-    >>> tuple(float(v) for v in vs[:, 0])
-    (3.0, 2.0, 1.0)
+      >>> import tensorflow as tf
+      >>> from tf_vtrace.export import VTraceModule
+      >>> module = VTraceModule()
+      >>> T, B, A = 3, 2, 4
+      >>> out = module.vtrace_targets(
+      ...     tf.zeros([T, B, A]), tf.zeros([T, B, A]), tf.zeros([T, B], tf.int32),
+      ...     tf.ones([T, B]), tf.ones([T, B]), tf.zeros([T, B]), tf.zeros([B]),
+      ...     tf.ones([T, B]), tf.zeros([T, B]), tf.zeros([T, B]))
+      >>> vs = out["vs"]
+      >>> tuple(float(v) for v in vs[:, 0])
+      (3.0, 2.0, 1.0)
     """
 
     def __init__(self, baseline_cost=0.5, entropy_cost=0.00025, kl_cost=0.0,

@@ -317,17 +317,16 @@ def vtrace_targets(behaviour_policy_logits,
       A `VTraceTargets`; its tensors are time-major iff `time_major`.
 
     Examples:
-
-    >>> import tensorflow as tf
-    >>> from tf_vtrace.impala import vtrace_targets
-    >>> T, B, A = 3, 1, 2
-    >>> out = vtrace_targets(
-    ...     tf.zeros([T, B, A]), tf.zeros([T, B, A]), tf.zeros([T, B], tf.int32),
-    ...     discounts=tf.ones([T, B]), rewards=tf.ones([T, B]),
-    ...     values=tf.zeros([T, B]), bootstrap_value=tf.zeros([B]),
-    ...     mask=[[True], [True], [False]])
-    >>> tuple(float(v) for v in out.vs[:, 0])  # the padded step adds nothing
-    (2.0, 1.0, 0.0)
+      >>> import tensorflow as tf
+      >>> from tf_vtrace.impala import vtrace_targets
+      >>> T, B, A = 3, 1, 2
+      >>> out = vtrace_targets(
+      ...     tf.zeros([T, B, A]), tf.zeros([T, B, A]), tf.zeros([T, B], tf.int32),
+      ...     discounts=tf.ones([T, B]), rewards=tf.ones([T, B]),
+      ...     values=tf.zeros([T, B]), bootstrap_value=tf.zeros([B]),
+      ...     mask=[[True], [True], [False]])
+      >>> tuple(float(v) for v in out.vs[:, 0])  # the padded step adds nothing
+      (2.0, 1.0, 0.0)
     """
     _check_choice(pg_target, "pg_target", PG_TARGETS)
     with tf.name_scope(name or "vtrace_targets"):
@@ -555,21 +554,20 @@ def impala_loss(behaviour_policy_logits,
       ``c_clipped_fraction`` (ρ > c̄), ``entropy`` and ``kl``.
 
     Examples:
-
-    >>> import tensorflow as tf
-    >>> from tf_vtrace.impala import impala_loss
-    >>> T, B, A = 4, 2, 3
-    >>> logits = tf.zeros([T, B, A])
-    >>> loss, diags = impala_loss(
-    ...     logits, logits, tf.zeros([T, B], tf.int32),
-    ...     discounts=tf.fill([T, B], 0.9), rewards=tf.ones([T, B]),
-    ...     values=tf.zeros([T, B]), bootstrap_value=tf.zeros([B]),
-    ...     entropy_cost=0.0, reduction="mean")
-    >>> round(float(diags["mean_rho"]), 4), round(float(diags["entropy"]), 4)
-    (1.0, 1.0986)
-    >>> bool(abs(loss - sum(diags[k] for k in
-    ...     ("policy_loss", "baseline_loss", "entropy_loss", "kl_loss"))) < 1e-5)
-    True
+      >>> import tensorflow as tf
+      >>> from tf_vtrace.impala import impala_loss
+      >>> T, B, A = 4, 2, 3
+      >>> logits = tf.zeros([T, B, A])
+      >>> loss, diags = impala_loss(
+      ...     logits, logits, tf.zeros([T, B], tf.int32),
+      ...     discounts=tf.fill([T, B], 0.9), rewards=tf.ones([T, B]),
+      ...     values=tf.zeros([T, B]), bootstrap_value=tf.zeros([B]),
+      ...     entropy_cost=0.0, reduction="mean")
+      >>> round(float(diags["mean_rho"]), 4), round(float(diags["entropy"]), 4)
+      (1.0, 1.0986)
+      >>> bool(abs(loss - sum(diags[k] for k in
+      ...     ("policy_loss", "baseline_loss", "entropy_loss", "kl_loss"))) < 1e-5)
+      True
     """
     _check_choice(reduction, "reduction", REDUCTIONS)
     for cost, cost_name in ((baseline_cost, "baseline_cost"),

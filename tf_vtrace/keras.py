@@ -88,14 +88,13 @@ def pack_targets(actions, rewards, discounts, behaviour_policy_logits, *,
       columns, then the heads' logits.
 
     Examples:
-
-    >>> import numpy as np
-    >>> from tf_vtrace.keras import pack_targets
-    >>> y = pack_targets(actions=np.zeros([2, 5], int), rewards=np.ones([2, 5]),
-    ...                  discounts=np.full([2, 5], 0.99),
-    ...                  behaviour_policy_logits=np.zeros([2, 5, 3]))
-    >>> y.shape  # 5 per-step columns + 1 action + 3 logits
-    TensorShape([2, 5, 9])
+      >>> import numpy as np
+      >>> from tf_vtrace.keras import pack_targets
+      >>> y = pack_targets(actions=np.zeros([2, 5], int), rewards=np.ones([2, 5]),
+      ...                  discounts=np.full([2, 5], 0.99),
+      ...                  behaviour_policy_logits=np.zeros([2, 5, 3]))
+      >>> y.shape  # 5 per-step columns + 1 action + 3 logits
+      TensorShape([2, 5, 9])
     """
     with tf.name_scope("pack_targets"):
         rewards = _as_float(rewards, "rewards")
@@ -236,16 +235,15 @@ class ImpalaLoss(keras.losses.Loss):
       name: The loss name.
 
     Examples:
-
-    >>> import numpy as np, tensorflow as tf
-    >>> from tf_vtrace.keras import ImpalaLoss, pack_targets
-    >>> B, T, A = 2, 4, 3
-    >>> y_true = pack_targets(np.zeros([B, T], int), np.ones([B, T]),
-    ...                       np.full([B, T], 0.9), np.zeros([B, T, A]))
-    >>> y_pred = tf.zeros([B, T + 1, A + 1])  # logits and value, T + 1 steps
-    >>> loss = ImpalaLoss(entropy_cost=0.0)
-    >>> round(float(loss(y_true, y_pred)), 4)
-    31.7731
+      >>> import numpy as np, tensorflow as tf
+      >>> from tf_vtrace.keras import ImpalaLoss, pack_targets
+      >>> B, T, A = 2, 4, 3
+      >>> y_true = pack_targets(np.zeros([B, T], int), np.ones([B, T]),
+      ...                       np.full([B, T], 0.9), np.zeros([B, T, A]))
+      >>> y_pred = tf.zeros([B, T + 1, A + 1])  # logits and value, T + 1 steps
+      >>> loss = ImpalaLoss(entropy_cost=0.0)
+      >>> round(float(loss(y_true, y_pred)), 4)
+      31.7731
     """
 
     def __init__(self, baseline_cost=0.5, entropy_cost=0.00025, kl_cost=0.0,
@@ -410,18 +408,17 @@ class VTrace(keras.layers.Layer):
       **kwargs: Layer arguments (``name``, ``dtype``).
 
     Examples:
-
-    >>> import tensorflow as tf
-    >>> from tf_vtrace.keras import VTrace
-    >>> B, T, A = 2, 3, 4
-    >>> out = VTrace()(
-    ...     behaviour_policy_logits=tf.zeros([B, T, A]),
-    ...     target_policy_logits=tf.zeros([B, T, A]),
-    ...     actions=tf.zeros([B, T], tf.int32), discounts=tf.ones([B, T]),
-    ...     rewards=tf.ones([B, T]), values=tf.zeros([B, T + 1]))
-    >>> vs = out["vs"]
-    >>> tuple(float(v) for v in vs[0])
-    (3.0, 2.0, 1.0)
+      >>> import tensorflow as tf
+      >>> from tf_vtrace.keras import VTrace
+      >>> B, T, A = 2, 3, 4
+      >>> out = VTrace()(
+      ...     behaviour_policy_logits=tf.zeros([B, T, A]),
+      ...     target_policy_logits=tf.zeros([B, T, A]),
+      ...     actions=tf.zeros([B, T], tf.int32), discounts=tf.ones([B, T]),
+      ...     rewards=tf.ones([B, T]), values=tf.zeros([B, T + 1]))
+      >>> vs = out["vs"]
+      >>> tuple(float(v) for v in vs[0])
+      (3.0, 2.0, 1.0)
     """
 
     def __init__(self, clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0,

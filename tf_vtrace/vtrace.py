@@ -51,31 +51,36 @@ __all__ = [
     "get_log_rhos",
 ]
 
-VTraceReturns = collections.namedtuple("VTraceReturns", ["vs", "pg_advantages"])
-VTraceReturns.__doc__ = """V-trace targets.
+class VTraceReturns(
+        collections.namedtuple("VTraceReturns", ["vs", "pg_advantages"])):
+    """V-trace targets.
 
-Attributes:
-  vs: The value targets vs_t, shaped like `values`. Regress V(x_t) on them.
-  pg_advantages: min(ρ̄_pg, ρ_t)(r_t + γ_t vs_{t+1} − V(x_t)), shaped like
-    `values`: the advantage that multiplies ∇ log π(a_t | x_t).
-"""
+    Attributes:
+      vs: The value targets vs_t, shaped like `values`. Regress V(x_t) on them.
+      pg_advantages: min(ρ̄_pg, ρ_t)(r_t + γ_t vs_{t+1} − V(x_t)), shaped like
+        `values`: the advantage that multiplies ∇ log π(a_t | x_t).
+    """
+    __slots__ = ()
 
-VTraceFromLogitsReturns = collections.namedtuple(
-    "VTraceFromLogitsReturns",
-    ["vs", "pg_advantages", "log_rhos", "behaviour_action_log_probs",
-     "target_action_log_probs"])
-VTraceFromLogitsReturns.__doc__ = """V-trace targets with the log-probs they came from.
 
-Attributes:
-  vs: The value targets vs_t (no gradient).
-  pg_advantages: The policy-gradient advantages (no gradient).
-  log_rhos: log ρ_t = log π(a_t | x_t) − log μ(a_t | x_t), summed over action
-    heads; differentiable with respect to the target logits.
-  behaviour_action_log_probs: log μ(a_t | x_t): a tensor from `from_logits`,
-    a list with one tensor per head from `multi_from_logits`.
-  target_action_log_probs: log π(a_t | x_t), differentiable; a tensor or a
-    list per head like `behaviour_action_log_probs`.
-"""
+class VTraceFromLogitsReturns(
+        collections.namedtuple(
+            "VTraceFromLogitsReturns",
+            ["vs", "pg_advantages", "log_rhos", "behaviour_action_log_probs",
+             "target_action_log_probs"])):
+    """V-trace targets with the log-probs they came from.
+
+    Attributes:
+      vs: The value targets vs_t (no gradient).
+      pg_advantages: The policy-gradient advantages (no gradient).
+      log_rhos: log ρ_t = log π(a_t | x_t) − log μ(a_t | x_t), summed over
+        action heads; differentiable with respect to the target logits.
+      behaviour_action_log_probs: log μ(a_t | x_t): a tensor from
+        `from_logits`, a list with one tensor per head from `multi_from_logits`.
+      target_action_log_probs: log π(a_t | x_t), differentiable; a tensor or a
+        list per head like `behaviour_action_log_probs`.
+    """
+    __slots__ = ()
 
 
 # --- The recursion -----------------------------------------------------------
@@ -103,44 +108,19 @@ def _clipped_ratio(log_rhos, threshold):
     return tf.exp(tf.minimum(log_rhos, log_threshold))
 
 
-# Time steps handled per iteration of the scan. A compiled loop pays a fixed
-# cost per iteration; running a few steps per iteration (unrolled, so XLA
-# fuses them) amortizes it. The arithmetic and its order are unchanged.
-_STEPS_PER_ITERATION = 8
-
-
 def _reverse_discounted_sum(deltas, decays):
     """acc_t = δ_t + decay_t · acc_{t+1}, acc_T = 0, along axis 0 (time).
 
-    This is eq. (1) of the paper written backwards: a reversed `tf.scan`
-    instead of the O(T²) sum. Time is cut into chunks of
-    `_STEPS_PER_ITERATION` steps, padded at the end with δ = decay = 0 (which
-    leaves acc_T = 0 as it is), and each scan iteration runs one chunk.
+    This is eq. (1) of the paper written backwards: one pass of a reversed
+    `tf.scan` instead of the O(T²) sum. (Running several steps per iteration
+    was measured slower under XLA at large T and B; see docs/performance.md.)
     """
-    chunk = _STEPS_PER_ITERATION
-    num_steps = tf.shape(deltas)[0]
-    step_shape = tf.shape(deltas)[1:]
-    padding = tf.zeros(tf.concat([[(-num_steps) % chunk], step_shape], axis=0),
-                       deltas.dtype)
-    chunked_shape = tf.concat([[-1, chunk], step_shape], axis=0)
-    deltas_by_chunk, decays_by_chunk = (
-        tf.reshape(tf.concat([x, padding], axis=0), chunked_shape)
-        for x in (deltas, decays))
-
-    def step(acc_next_chunk, elements):
+    def step(acc_next, elements):
         delta, decay = elements
-        acc = acc_next_chunk[0]  # acc at the first step of the following chunk
-        accs = [None] * chunk
-        for i in reversed(range(chunk)):
-            acc = delta[i] + decay[i] * acc
-            accs[i] = acc
-        return tf.stack(accs)
+        return delta + decay * acc_next
 
-    acc_by_chunk = tf.scan(step, (deltas_by_chunk, decays_by_chunk),
-                           initializer=tf.zeros_like(deltas_by_chunk[0]),
-                           reverse=True)
-    acc_shape = tf.concat([[-1], step_shape], axis=0)
-    return tf.reshape(acc_by_chunk, acc_shape)[:num_steps]
+    return tf.scan(step, (deltas, decays), initializer=tf.zeros_like(deltas[0]),
+                   reverse=True)
 
 
 def _shift_in_bootstrap(sequence, bootstrap_value):
@@ -362,15 +342,14 @@ def from_importance_weights(log_rhos,
         is not positive.
 
     Examples:
-
-    >>> import tensorflow as tf, tf_vtrace
-    >>> T, B = 5, 2
-    >>> out = tf_vtrace.from_importance_weights(
-    ...     log_rhos=tf.zeros([T, B]), discounts=tf.fill([T, B], 0.9),
-    ...     rewards=tf.ones([T, B]), values=tf.zeros([T, B]),
-    ...     bootstrap_value=tf.zeros([B]))
-    >>> [round(float(v), 4) for v in out.vs[:, 0]]  # on-policy: discounted returns
-    [4.0951, 3.439, 2.71, 1.9, 1.0]
+      >>> import tensorflow as tf, tf_vtrace
+      >>> T, B = 5, 2
+      >>> out = tf_vtrace.from_importance_weights(
+      ...     log_rhos=tf.zeros([T, B]), discounts=tf.fill([T, B], 0.9),
+      ...     rewards=tf.ones([T, B]), values=tf.zeros([T, B]),
+      ...     bootstrap_value=tf.zeros([B]))
+      >>> [round(float(v), 4) for v in out.vs[:, 0]]  # on-policy: discounted returns
+      [4.0951, 3.439, 2.71, 1.9, 1.0]
     """
     with tf.name_scope(name or "from_importance_weights"):
         tensors, lambda_, asserts = _prepare_inputs(
@@ -397,6 +376,12 @@ def _make_distribution(policy_logits, dist_class, model):
     """The action distribution of one head, checked to be a tfp Distribution."""
     if dist_class is None:
         return tfd.Categorical(logits=policy_logits)
+    if not callable(dist_class):
+        raise TypeError(
+            "`dist_class` must be None (Categorical) or a callable building a "
+            f"tfp Distribution; got {type(dist_class).__name__}. (Clipping "
+            "thresholds come after `dist_class` and `model` in this API: pass "
+            "them by keyword.)")
     dist = dist_class(policy_logits) if model is None else dist_class(
         policy_logits, model)
     if not isinstance(dist, tfd.Distribution):
@@ -404,6 +389,16 @@ def _make_distribution(policy_logits, dist_class, model):
             "`dist_class` must build a tfp.distributions.Distribution from a "
             f"head's parameters; it returned {type(dist).__name__}.")
     return dist
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _categorical_log_prob(logits, actions):
+    """tfp's Categorical log_prob, traced once and fused by XLA.
+
+    Eagerly, tfp's Python-side checks and TF's unfused softmax kernels cost
+    several times the log-softmax and gather themselves (docs/performance.md).
+    """
+    return tfd.Categorical(logits=logits).log_prob(actions)
 
 
 def _check_categorical_actions(policy_logits, actions, validate_args):
@@ -451,22 +446,25 @@ def log_probs_from_logits_and_actions(policy_logits, actions, dist_class=None,
       The log-probabilities, [T, B, ...].
 
     Examples:
-
-    >>> import tensorflow as tf, tf_vtrace
-    >>> logits = tf.math.log([[[0.25, 0.75]]])  # T=1, B=1, two actions
-    >>> log_probs = tf_vtrace.log_probs_from_logits_and_actions(logits, [[1]])
-    >>> round(float(tf.exp(log_probs)[0, 0]), 4)
-    0.75
+      >>> import tensorflow as tf, tf_vtrace
+      >>> logits = tf.math.log([[[0.25, 0.75]]])  # T=1, B=1, two actions
+      >>> log_probs = tf_vtrace.log_probs_from_logits_and_actions(logits, [[1]])
+      >>> round(float(tf.exp(log_probs)[0, 0]), 4)
+      0.75
     """
     with tf.name_scope("log_probs_from_logits_and_actions"):
         policy_logits = tf.convert_to_tensor(policy_logits, name="policy_logits")
         actions = tf.convert_to_tensor(actions, name="actions")
-        if dist_class is None:
-            asserts = _check_categorical_actions(policy_logits, actions,
-                                                 validate_args)
-            (actions,) = _checks.with_dependencies(asserts, [actions])
-        return _make_distribution(policy_logits, dist_class, model).log_prob(
-            actions)
+        if dist_class is not None:
+            return _make_distribution(policy_logits, dist_class, model).log_prob(
+                actions)
+        asserts = _check_categorical_actions(policy_logits, actions,
+                                             validate_args)
+        (actions,) = _checks.with_dependencies(asserts, [actions])
+        log_probs = _categorical_log_prob(policy_logits, actions)
+        log_probs.set_shape(tf.broadcast_static_shape(
+            actions.shape, policy_logits.shape[:-1]))
+        return log_probs
 
 
 def multi_log_probs_from_logits_and_actions(policy_logits, actions,
@@ -508,6 +506,14 @@ def get_log_rhos(target_action_log_probs, behaviour_action_log_probs):
     Returns:
       log ρ, [T, B, ...].
     """
+    for name, heads in (("target_action_log_probs", target_action_log_probs),
+                        ("behaviour_action_log_probs",
+                         behaviour_action_log_probs)):
+        # A bare [T, B] tensor would be iterated over time and summed: wrong.
+        if not isinstance(heads, (list, tuple)):
+            raise TypeError(
+                f"`{name}` must be a list with one tensor per action head, got "
+                f"{type(heads).__name__}; wrap a single head as [log_probs].")
     target = list(target_action_log_probs)
     behaviour = list(behaviour_action_log_probs)
     if len(target) != len(behaviour) or not target:
@@ -593,16 +599,15 @@ def multi_from_logits(behaviour_policy_logits,
       tensor per head.
 
     Examples:
-
-    >>> import tensorflow as tf, tf_vtrace
-    >>> T, B = 3, 2
-    >>> heads = [tf.zeros([T, B, 4]), tf.zeros([T, B, 2])]
-    >>> out = tf_vtrace.multi_from_logits(
-    ...     heads, heads, [tf.zeros([T, B], tf.int32)] * 2,
-    ...     discounts=tf.fill([T, B], 0.9), rewards=tf.ones([T, B]),
-    ...     values=tf.zeros([T, B]), bootstrap_value=tf.zeros([B]))
-    >>> len(out.target_action_log_probs), float(tf.reduce_max(tf.abs(out.log_rhos)))
-    (2, 0.0)
+      >>> import tensorflow as tf, tf_vtrace
+      >>> T, B = 3, 2
+      >>> heads = [tf.zeros([T, B, 4]), tf.zeros([T, B, 2])]
+      >>> out = tf_vtrace.multi_from_logits(
+      ...     heads, heads, [tf.zeros([T, B], tf.int32)] * 2,
+      ...     discounts=tf.fill([T, B], 0.9), rewards=tf.ones([T, B]),
+      ...     values=tf.zeros([T, B]), bootstrap_value=tf.zeros([B]))
+      >>> len(out.target_action_log_probs), float(tf.reduce_max(tf.abs(out.log_rhos)))
+      (2, 0.0)
     """
     with tf.name_scope(name or "multi_from_logits"):
         target_policy_logits = _as_head_list(target_policy_logits,
@@ -683,17 +688,16 @@ def from_logits(behaviour_policy_logits,
       A `VTraceFromLogitsReturns` with single tensors in every field.
 
     Examples:
-
-    >>> import tensorflow as tf, tf_vtrace
-    >>> T, B, A = 4, 3, 6
-    >>> out = tf_vtrace.from_logits(
-    ...     behaviour_policy_logits=tf.random.normal([T, B, A]),
-    ...     target_policy_logits=tf.random.normal([T, B, A]),
-    ...     actions=tf.random.uniform([T, B], maxval=A, dtype=tf.int32),
-    ...     discounts=tf.fill([T, B], 0.99), rewards=tf.ones([T, B]),
-    ...     values=tf.zeros([T, B]), bootstrap_value=tf.zeros([B]))
-    >>> out.vs.shape, out.log_rhos.shape
-    (TensorShape([4, 3]), TensorShape([4, 3]))
+      >>> import tensorflow as tf, tf_vtrace
+      >>> T, B, A = 4, 3, 6
+      >>> out = tf_vtrace.from_logits(
+      ...     behaviour_policy_logits=tf.random.normal([T, B, A]),
+      ...     target_policy_logits=tf.random.normal([T, B, A]),
+      ...     actions=tf.random.uniform([T, B], maxval=A, dtype=tf.int32),
+      ...     discounts=tf.fill([T, B], 0.99), rewards=tf.ones([T, B]),
+      ...     values=tf.zeros([T, B]), bootstrap_value=tf.zeros([B]))
+      >>> out.vs.shape, out.log_rhos.shape
+      (TensorShape([4, 3]), TensorShape([4, 3]))
     """
     returns = multi_from_logits(
         [behaviour_policy_logits], [target_policy_logits], [actions], discounts,
