@@ -323,7 +323,10 @@ def from_importance_weights(log_rhos,
       clip_rho_threshold: ρ̄, a positive scalar, or None for no clipping.
       clip_pg_rho_threshold: ρ̄_pg, a positive scalar, or None for no clipping.
       clip_c_threshold: c̄, a positive scalar, or None for no clipping.
-      lambda_: λ, a scalar or a tensor shaped like `rewards` (one per step).
+      lambda_: λ in [0, 1], a scalar or a tensor shaped like `rewards` (one
+        per step). Python numbers (here and for the thresholds) are compiled
+        in as constants, so a new value compiles anew; pass a tensor to vary
+        one from call to call without recompiling.
       time_major: If False, every sequence input and output is [B, T, ...].
       jit_compile: Compile the recursion with XLA (default). Either way it
         runs inside a caller's `tf.function`, `jit_compile=True` function,
