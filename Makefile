@@ -14,7 +14,10 @@ venv: $(STAMP)
 $(STAMP): setup.py constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -c constraints.txt -e '.[test,docs,examples]'
+	$(PIP) install --quiet -c constraints.txt -e '.[test,docs,examples,tf-agents]'
+	# The TF-Agents guide's code runs in the tests. TF-Agents 0.19 declares pins
+	# that conflict with TF 2.21; its real needs come with the extra above.
+	$(PIP) install --quiet --no-deps -c constraints.txt tf-agents==0.19.0
 	touch $(STAMP)
 
 demo: venv

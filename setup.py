@@ -25,6 +25,11 @@ setup(
     extras_require={
         "test": ["pytest", "hypothesis", "pytest-xdist", "gymnasium"],
         "examples": ["gymnasium"],
+        # What TF-Agents 0.19 really needs beside TF 2.21. tf-agents itself is
+        # installed with --no-deps (Makefile): its declared pins
+        # (tensorflow-probability~=0.23) conflict with TF 2.21.
+        "tf-agents": ["gin-config", "pillow", "tensorboard", "gym==0.23.0",
+                      "pygame"],
         "docs": ["mkdocs", "mkdocs-material", "mkdocstrings[python]"],
     },
     license="Apache-2.0",
