@@ -1,5 +1,8 @@
 """Numerics of tf_vtrace against the float64 O(T²) reference, and its conventions."""
 import inspect
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -478,3 +481,23 @@ def test_policy_gradient_step_inside_callers_tf_function(jit_compile):
     onehot = np.eye(probs.shape[-1])[batch["actions"].numpy()]
     expected = -advantages.numpy()[..., None] * (onehot - probs)
     np.testing.assert_allclose(grad.numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_first_call_inside_a_tf_function_then_eager(tmp_path):
+    """The compiled kernel is cached process-wide: whichever context traces it
+    first (a caller's graph here), later eager calls must reuse it correctly."""
+    script = tmp_path / "first_call.py"
+    script.write_text(
+        "import tensorflow as tf, tf_vtrace\n"
+        "args = [tf.zeros([5, 3]), tf.fill([5, 3], 0.9), tf.ones([5, 3]),\n"
+        "        tf.zeros([5, 3]), tf.zeros([3])]\n"
+        "graph = tf.function(lambda *a: tf_vtrace.from_importance_weights(*a).vs)\n"
+        "print(float(graph(*args)[0, 0]),\n"
+        "      float(tf_vtrace.from_importance_weights(*args).vs[0, 0]))\n")
+    completed = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    in_graph, eager = map(float, completed.stdout.split())
+    expected = sum(0.9 ** k for k in range(5))  # on-policy discounted return
+    assert abs(in_graph - expected) < 1e-5 and abs(eager - expected) < 1e-5

@@ -337,6 +337,7 @@ def vtrace_targets(behaviour_policy_logits,
                 (discounts, "discounts"), (rewards, "rewards"),
                 (bootstrap_value, "bootstrap_value"),
                 (truncation_values, "truncation_values")))
+        # The same permutation maps [B, T, ...] to [T, B, ...] and back.
         tm = lambda t: vtrace._to_time_major(t, time_major)  # noqa: E731
         valid, truncated, truncation_values = _step_flags(
             mask, truncated, truncation_values, values, time_major, validate_args)
@@ -367,13 +368,12 @@ def vtrace_targets(behaviour_policy_logits,
             # The core has checked the threshold already.
             pg_advantages = _lambda_return_advantages(
                 returns.vs, *masked[:6], clip_pg_rho_threshold)
-        back = lambda t: vtrace._to_time_major(t, time_major)  # noqa: E731
         return VTraceTargets(
-            vs=back(returns.vs), pg_advantages=back(pg_advantages),
-            log_rhos=back(log_rhos),
-            target_action_log_probs=[back(t) for t in target_log_probs],
-            behaviour_action_log_probs=[back(b) for b in behaviour_log_probs],
-            valid=back(valid))
+            vs=tm(returns.vs), pg_advantages=tm(pg_advantages),
+            log_rhos=tm(log_rhos),
+            target_action_log_probs=[tm(t) for t in target_log_probs],
+            behaviour_action_log_probs=[tm(b) for b in behaviour_log_probs],
+            valid=tm(valid))
 
 
 # --- The loss ----------------------------------------------------------------
