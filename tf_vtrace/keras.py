@@ -197,10 +197,22 @@ def _check_time_axes(y_true, y_pred):
             "(the last value is the bootstrap value V(x_T)).")
 
 
+# The V-trace options the loss and the layer both store, pass on to
+# `tf_vtrace.impala` and serialize.
+_VTRACE_OPTIONS = ("pg_target", "clip_rho_threshold", "clip_pg_rho_threshold",
+                   "clip_c_threshold", "lambda_", "jit_compile")
 _SERIALIZABLE_OPTIONS = (
-    "baseline_cost", "entropy_cost", "kl_cost", "reduction", "pg_target",
-    "clip_rho_threshold", "clip_pg_rho_threshold", "clip_c_threshold",
-    "lambda_", "jit_compile")
+    "baseline_cost", "entropy_cost", "kl_cost", "reduction") + _VTRACE_OPTIONS
+
+
+def _store_vtrace_options(owner, **options):
+    impala._check_choice(options["pg_target"], "pg_target", impala.PG_TARGETS)
+    for name in _VTRACE_OPTIONS:
+        setattr(owner, name, options[name])
+
+
+def _vtrace_options(owner):
+    return {name: getattr(owner, name) for name in _VTRACE_OPTIONS}
 
 
 @_register
@@ -252,23 +264,21 @@ class ImpalaLoss(keras.losses.Loss):
                  action_sizes=None, dist_class=None, jit_compile=True,
                  name="impala_loss"):
         impala._check_choice(reduction, "reduction", impala.REDUCTIONS)
-        impala._check_choice(pg_target, "pg_target", impala.PG_TARGETS)
         super().__init__(name=name, reduction="sum")
+        _store_vtrace_options(
+            self, pg_target=pg_target, clip_rho_threshold=clip_rho_threshold,
+            clip_pg_rho_threshold=clip_pg_rho_threshold,
+            clip_c_threshold=clip_c_threshold, lambda_=lambda_,
+            jit_compile=jit_compile)
         self.baseline_cost = baseline_cost
         self.entropy_cost = entropy_cost
         self.kl_cost = kl_cost
         self.impala_reduction = reduction
-        self.pg_target = pg_target
-        self.clip_rho_threshold = clip_rho_threshold
-        self.clip_pg_rho_threshold = clip_pg_rho_threshold
-        self.clip_c_threshold = clip_c_threshold
-        self.lambda_ = lambda_
         self.action_sizes = None if action_sizes is None else [
             int(s) for s in action_sizes]
         if isinstance(dist_class, (str, dict)):
             dist_class = keras.saving.deserialize_keras_object(dist_class)
         self.dist_class = dist_class
-        self.jit_compile = jit_compile
 
     def _unpack(self, y_true, y_pred):
         """The `impala_loss` arguments from (packed or dict) y_true, y_pred."""
@@ -312,12 +322,8 @@ class ImpalaLoss(keras.losses.Loss):
             **self._unpack(y_true, y_pred),
             baseline_cost=self.baseline_cost, entropy_cost=self.entropy_cost,
             kl_cost=self.kl_cost, reduction=self.impala_reduction,
-            pg_target=self.pg_target, dist_class=self.dist_class,
-            clip_rho_threshold=self.clip_rho_threshold,
-            clip_pg_rho_threshold=self.clip_pg_rho_threshold,
-            clip_c_threshold=self.clip_c_threshold, lambda_=self.lambda_,
-            time_major=False, jit_compile=self.jit_compile,
-            cross_replica=cross_replica)
+            dist_class=self.dist_class, time_major=False,
+            cross_replica=cross_replica, **_vtrace_options(self))
 
     def call(self, y_true, y_pred):
         return self.loss_and_diagnostics(y_true, y_pred)[0]
@@ -424,15 +430,13 @@ class VTrace(keras.layers.Layer):
     def __init__(self, clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0,
                  clip_c_threshold=1.0, lambda_=1.0, pg_target="vs",
                  time_major=False, jit_compile=True, **kwargs):
-        impala._check_choice(pg_target, "pg_target", impala.PG_TARGETS)
         super().__init__(**kwargs)
-        self.clip_rho_threshold = clip_rho_threshold
-        self.clip_pg_rho_threshold = clip_pg_rho_threshold
-        self.clip_c_threshold = clip_c_threshold
-        self.lambda_ = lambda_
-        self.pg_target = pg_target
+        _store_vtrace_options(
+            self, pg_target=pg_target, clip_rho_threshold=clip_rho_threshold,
+            clip_pg_rho_threshold=clip_pg_rho_threshold,
+            clip_c_threshold=clip_c_threshold, lambda_=lambda_,
+            jit_compile=jit_compile)
         self.time_major = time_major
-        self.jit_compile = jit_compile
 
     def call(self, behaviour_policy_logits, target_policy_logits, actions,
              discounts, rewards, values, bootstrap_value=None, mask=None,
@@ -446,20 +450,12 @@ class VTrace(keras.layers.Layer):
         targets = impala.vtrace_targets(
             behaviour_policy_logits, target_policy_logits, actions, discounts,
             rewards, values, bootstrap_value, mask=mask, truncated=truncated,
-            truncation_values=truncation_values, pg_target=self.pg_target,
-            clip_rho_threshold=self.clip_rho_threshold,
-            clip_pg_rho_threshold=self.clip_pg_rho_threshold,
-            clip_c_threshold=self.clip_c_threshold, lambda_=self.lambda_,
-            time_major=self.time_major, jit_compile=self.jit_compile)
+            truncation_values=truncation_values, time_major=self.time_major,
+            **_vtrace_options(self))
         return {"vs": targets.vs, "pg_advantages": targets.pg_advantages,
                 "log_rhos": targets.log_rhos}
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            clip_rho_threshold=self.clip_rho_threshold,
-            clip_pg_rho_threshold=self.clip_pg_rho_threshold,
-            clip_c_threshold=self.clip_c_threshold, lambda_=self.lambda_,
-            pg_target=self.pg_target, time_major=self.time_major,
-            jit_compile=self.jit_compile)
+        config.update(_vtrace_options(self), time_major=self.time_major)
         return config
