@@ -63,8 +63,9 @@ def _reference(inp, baseline_cost=0.5, entropy_cost=0.01, kl_cost=0.1,
     reduced = {k: (v * mask).sum() / denominator for k, v in terms.items()}
     stats = dict(
         mean_rho=np.exp(log_rhos).mean(), entropy=entropy.mean(), kl=kl.mean(),
-        rho_clipped_fraction=(np.exp(log_rhos) > clip_rho).mean(),
-        c_clipped_fraction=(np.exp(log_rhos) > clip_c).mean())
+        # Clipped means more than 0.1% (in log space) above the threshold.
+        rho_clipped_fraction=(np.exp(log_rhos) > clip_rho * np.exp(1e-3)).mean(),
+        c_clipped_fraction=(np.exp(log_rhos) > clip_c * np.exp(1e-3)).mean())
     return sum(reduced.values()), reduced, stats, vs, pg_adv
 
 
@@ -98,6 +99,25 @@ def test_loss_terms_match_reference(reduction, pg_target, lambda_):
     for key, value in stats.items():
         np.testing.assert_allclose(float(diags[key]), value, rtol=1e-10,
                                    err_msg=key)
+
+
+def test_float_noise_at_the_threshold_is_not_counted_as_clipped():
+    """On-policy ratios of 1 ± 1e-4 read 0 clipped; ratios of 1.01 read 1."""
+    inp = {k: v.astype(np.float32) if v.dtype == np.float64 else v
+           for k, v in _inputs(2).items()}
+    logits = inp["target_policy_logits"]
+    rng = np.random.default_rng(3)
+    noisy = logits + rng.uniform(-1e-4, 1e-4, logits.shape).astype(np.float32)
+    _, diags = _tf(dict(inp, behaviour_policy_logits=noisy))
+    assert abs(float(diags["mean_rho"]) - 1.0) < 1e-3
+    assert float(diags["rho_clipped_fraction"]) == 0.0
+    assert float(diags["c_clipped_fraction"]) == 0.0
+    # log ρ = 0.01 everywhere: every step is clipped at ρ̄ = c̄ = 1.
+    shifted = dict(inp, behaviour_action_log_probs=categorical_log_probs(
+        logits, inp["actions"]).astype(np.float32) - np.float32(0.01))
+    _, diags = _tf(shifted)
+    assert float(diags["rho_clipped_fraction"]) == 1.0
+    assert float(diags["c_clipped_fraction"]) == 1.0
 
 
 def test_lambda_returns_differ_from_vs_only_for_lambda_below_one():

@@ -49,6 +49,12 @@ DIAGNOSTICS = (
     "policy_loss", "baseline_loss", "entropy_loss", "kl_loss",
     "mean_rho", "rho_clipped_fraction", "c_clipped_fraction", "entropy", "kl")
 
+# A ratio counts as clipped when log ρ exceeds log ρ̄ by more than this, i.e.
+# ρ > e^0.001 ρ̄ ≈ 1.001 ρ̄. On-policy, π and μ are the same network evaluated twice (by the
+# actor and the learner, possibly with and without XLA), so ρ = 1 ± 1e-5 of
+# float noise; with ρ̄ = 1 a strict ρ > ρ̄ would count half of those as clipped.
+CLIPPED_LOG_RATIO_MARGIN = 1e-3
+
 
 def _check_choice(value, name, choices):
     if value not in choices:
@@ -448,8 +454,9 @@ def _diagnostics(targets, entropy, kl, valid_float, thresholds):
     def clipped_fraction(threshold):
         if threshold is None:
             return tf.zeros([], valid_float.dtype)
-        clipped = tf.cast(log_rhos > tf.math.log(
-            tf.cast(threshold, log_rhos.dtype)), valid_float.dtype)
+        log_threshold = tf.math.log(tf.cast(threshold, log_rhos.dtype))
+        clipped = tf.cast(log_rhos > log_threshold + CLIPPED_LOG_RATIO_MARGIN,
+                          valid_float.dtype)
         return _masked_mean(clipped, valid_float)
 
     return {
@@ -550,8 +557,9 @@ def impala_loss(behaviour_policy_logits,
       weighted, reduced terms ``policy_loss``, ``baseline_loss``,
       ``entropy_loss`` (negative: −entropy_cost·H) and ``kl_loss``, which sum
       to the loss, and masked means over the local batch of ``mean_rho``
-      (unclipped ρ), ``rho_clipped_fraction`` (ρ > ρ̄),
-      ``c_clipped_fraction`` (ρ > c̄), ``entropy`` and ``kl``.
+      (unclipped ρ), ``rho_clipped_fraction`` (the fraction of steps with
+      ρ > e^0.001·ρ̄ ≈ 1.001·ρ̄: float noise of an on-policy ρ = 1 does not count),
+      ``c_clipped_fraction`` (ρ > e^0.001·c̄), ``entropy`` and ``kl``.
 
     Examples:
       >>> import tensorflow as tf
