@@ -4,24 +4,36 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
+# Two install stamps: `make demo` installs only the package and the demo's
+# extra; `make test` adds the test, docs and TF-Agents extras on top.
+DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv demo test test-slow docs bench bench-core clean
+.PHONY: venv venv-demo demo test test-slow docs bench bench-core clean
 
 venv: $(STAMP)
+venv-demo: $(DEMO_STAMP)
 
-$(STAMP): setup.py constraints.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -c constraints.txt -e '.[test,docs,examples,tf-agents]'
+
+$(DEMO_STAMP): setup.py constraints.txt | $(VENV)/bin/python
+	$(PIP) install --quiet -c constraints.txt -e '.[agent]'
+	touch $(DEMO_STAMP)
+
+$(STAMP): setup.py constraints.txt | $(VENV)/bin/python
+	$(PIP) install --quiet -c constraints.txt -e '.[agent,test,docs,examples,tf-agents]'
 	# The TF-Agents guide's code runs in the tests. TF-Agents 0.19 declares pins
 	# that conflict with TF 2.21; its real needs come with the extra above.
 	$(PIP) install --quiet --no-deps -c constraints.txt tf-agents==0.19.0
 	touch $(STAMP)
 
-demo: venv
-	$(PY) examples/vtrace_targets.py
+# On a machine without a GPU, TensorFlow logs a CUDA "failed call to cuInit"
+# error at start-up; level 3 keeps TensorFlow's C++ errors out of the demo.
+demo: venv-demo
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) examples/vtrace_targets.py
 
 test: venv
 	$(PY) -m pytest -q -n 2 tests

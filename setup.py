@@ -15,21 +15,26 @@ setup(
     long_description_content_type="text/markdown",
     packages=find_packages(include=["tf_vtrace", "tf_vtrace.*"]),
     python_requires=">=3.10",
+    # The ranges tested (constraints.txt pins the exact versions of the test
+    # venv). TFP imports tf_keras at import time; its [tf] extra pulls it in,
+    # and tf-keras 2.21 itself requires tensorflow 2.21.x. numpy 2.4 is not
+    # tested (and breaks TF-Agents 0.19), so a plain `pip install` stays below.
     install_requires=[
-        "tensorflow>=2.16",
-        # TFP imports tf_keras at import time; the [tf] extra pulls it in.
-        "tensorflow-probability[tf]>=0.24",
-        "tf-keras",
-        "numpy",
+        "tensorflow>=2.21,<2.22",
+        "tensorflow-probability[tf]>=0.25,<0.26",
+        "tf-keras>=2.21,<2.22",
+        "numpy>=1.26,<2.4",
     ],
     extras_require={
         "test": ["pytest", "hypothesis", "pytest-xdist", "gymnasium"],
-        "examples": ["gymnasium"],
+        "examples": ["gymnasium>=1.0,<1.5"],
+        # What `make demo` installs: nothing for tests or docs.
+        "agent": ["gymnasium>=1.0,<1.5"],
         # What TF-Agents 0.19 really needs beside TF 2.21. tf-agents itself is
         # installed with --no-deps (Makefile): its declared pins
         # (tensorflow-probability~=0.23) conflict with TF 2.21.
         "tf-agents": ["gin-config", "pillow", "tensorboard", "gym==0.23.0",
-                      "pygame"],
+                      "pygame", "numpy<2.4"],
         "docs": ["mkdocs", "mkdocs-material", "mkdocstrings[python]"],
     },
     license="Apache-2.0",
