@@ -30,6 +30,8 @@ import sys
 import pytest
 import yaml
 
+import api_summary
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 API_PAGE = DOCS / "api.md"
@@ -180,8 +182,16 @@ def test_own_process_runner_shares_namespace_and_reports_page_lines(tmp_path):
 
 
 def _api_entries():
-    return re.findall(r"^:::[ \t]+(tf_vtrace(?:\.\w+)+)[ \t]*$",
-                      API_PAGE.read_text(encoding="utf-8"), flags=re.M)
+    return api_summary.api_entries(API_PAGE.read_text(encoding="utf-8"))
+
+
+def test_api_page_lists_every_entry_with_its_signature():
+    """docs/api.md reads as plain Markdown too: its "At a glance" list is
+    what tests/api_summary.py generates from the code's signatures."""
+    text = API_PAGE.read_text(encoding="utf-8")
+    assert api_summary.current_block(text) == api_summary.generated_block(text), (
+        "docs/api.md's At-a-glance list is out of date with the code: run "
+        "`python tests/api_summary.py`")
 
 
 def _public_names():

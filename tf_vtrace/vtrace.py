@@ -442,7 +442,11 @@ def log_probs_from_logits_and_actions(policy_logits, actions, dist_class=None,
         callable `dist_class(policy_logits)` (or `dist_class(policy_logits,
         model)` when `model` is given, as in RLlib) returning a tfp
         Distribution whose `log_prob(actions)` is [T, B, ...].
-      model: Passed to `dist_class` when not None.
+      model: Whatever `dist_class` needs besides the parameters, for
+        distributions that depend on more than the logits (RLlib passes its
+        ModelV2 here, e.g. for autoregressive heads). When not None the head
+        is built as `dist_class(policy_logits, model)`; ignored (and not
+        needed) for the default Categorical head.
       validate_args: Assert at run time that Categorical actions are in range.
 
     Returns:
@@ -583,7 +587,8 @@ def multi_from_logits(behaviour_policy_logits,
       bootstrap_value: V(x_T), float [B, ...].
       dist_class: None (Categorical) or a callable building a tfp Distribution
         from one head's parameters; see `log_probs_from_logits_and_actions`.
-      model: Passed to `dist_class` when not None.
+      model: Passed to `dist_class` as `dist_class(logits, model)` when not
+        None; see `log_probs_from_logits_and_actions`.
       behaviour_action_log_probs: Precomputed log μ_k(a_t^k), a list with one
         tensor per head (or one tensor for one head); used instead of
         recomputing from `behaviour_policy_logits`.
@@ -677,7 +682,8 @@ def from_logits(behaviour_policy_logits,
       bootstrap_value: V(x_T), float [B, ...].
       dist_class: None (Categorical) or a callable building a tfp Distribution
         from the parameters (continuous heads too).
-      model: Passed to `dist_class` when not None.
+      model: Passed to `dist_class` as `dist_class(logits, model)` when not
+        None; see `log_probs_from_logits_and_actions`.
       clip_rho_threshold: ρ̄, a positive scalar, or None.
       clip_pg_rho_threshold: ρ̄_pg, a positive scalar, or None.
       clip_c_threshold: c̄, a positive scalar, or None.
