@@ -501,3 +501,86 @@ def test_first_call_inside_a_tf_function_then_eager(tmp_path):
     in_graph, eager = map(float, completed.stdout.split())
     expected = sum(0.9 ** k for k in range(5))  # on-policy discounted return
     assert abs(in_graph - expected) < 1e-5 and abs(eager - expected) < 1e-5
+
+
+# --- Broadcasting (the peers' rule) ------------------------------------------
+
+
+def broadcast_batch(shapes, seed, time_major=True):
+    """Inputs of the given (time-major) shapes; values shaped like the broadcast."""
+    full = np.broadcast_shapes(*shapes.values())
+    batch = make_batch(shape=full, seed=seed)
+    batch = {k: (v if k == "bootstrap_value" else v[tuple(
+        slice(None) if n != 1 else slice(0, 1) for n in shapes[k])])
+        for k, v in batch.items()}
+    layout = (lambda x: x) if time_major else to_batch_major
+    given = {k: (v if k == "bootstrap_value" else layout(v))
+             for k, v in batch.items()}
+    broadcast = {k: (v if k == "bootstrap_value" else np.broadcast_to(v, full))
+                 for k, v in batch.items()}
+    return given, broadcast
+
+
+BROADCAST_SHAPES = [
+    # scalable_agent / trfl / RLlib: per-step ratios and discounts, K values.
+    dict(log_rhos=(7, 5, 1), discounts=(7, 5, 1), rewards=(7, 5, 3),
+         values=(7, 5, 3)),
+    # Values and rewards broadcast too; a batch axis of 1 broadcasts.
+    dict(log_rhos=(7, 5, 3), discounts=(7, 1, 1), rewards=(7, 5, 1),
+         values=(7, 1, 3)),
+]
+
+
+@pytest.mark.parametrize("time_major", [True, False])
+@pytest.mark.parametrize("shapes", BROADCAST_SHAPES)
+def test_broadcast_inputs_match_reference_on_broadcast_arrays(shapes, time_major):
+    given, broadcast = broadcast_batch(shapes, seed=30, time_major=time_major)
+    assert_clipping_active(broadcast["log_rhos"], 2.2)
+    assert_clipping_active(broadcast["log_rhos"], 3.7)
+    lambdas = np.random.default_rng(31).uniform(0.5, 1.0, size=(7, 5, 1))
+    out = tf_vtrace.from_importance_weights(
+        **as_tensors(given, tf.float64), clip_rho_threshold=3.7,
+        clip_pg_rho_threshold=2.2, clip_c_threshold=0.8,
+        lambda_=tf.constant(lambdas if time_major else to_batch_major(lambdas)),
+        time_major=time_major)
+    vs, pg = vtrace_reference(**broadcast, clip_rho_threshold=3.7,
+                              clip_pg_rho_threshold=2.2, clip_c_threshold=0.8,
+                              lambda_=np.broadcast_to(lambdas, (7, 5, 3)))
+    layout = (lambda x: x) if time_major else to_batch_major
+    assert out.vs.shape == layout(vs).shape == out.pg_advantages.shape
+    np.testing.assert_allclose(out.vs.numpy(), layout(vs), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out.pg_advantages.numpy(), layout(pg), rtol=1e-12,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_broadcast_with_unknown_time_and_batch(jit_compile):
+    """The peers' placeholders: [None, None, 1] ratios, [None, None, K] values."""
+    unit = tf.TensorSpec([None, None, 1], tf.float64)
+    wide = tf.TensorSpec([None, None, 3], tf.float64)
+
+    @tf.function(input_signature=[unit, unit, wide, wide,
+                                  tf.TensorSpec([None, 3], tf.float64)])
+    def targets(log_rhos, discounts, rewards, values, bootstrap_value):
+        out = tf_vtrace.from_importance_weights(
+            log_rhos, discounts, rewards, values, bootstrap_value,
+            clip_rho_threshold=3.7, jit_compile=jit_compile, validate_args=True)
+        assert out.vs.shape.as_list() == [None, None, 3]
+        return out
+
+    shapes = dict(log_rhos=(6, 4, 1), discounts=(6, 4, 1), rewards=(6, 4, 3),
+                  values=(6, 4, 3))
+    given, broadcast = broadcast_batch(shapes, seed=32)
+    out = targets(**as_tensors(given, tf.float64))
+    vs, pg = vtrace_reference(**broadcast, clip_rho_threshold=3.7)
+    np.testing.assert_allclose(out.vs.numpy(), vs, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out.pg_advantages.numpy(), pg, rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_equal_shapes_add_no_broadcast_op():
+    """The usual call (all shapes equal) traces no BroadcastTo."""
+    batch = as_tensors(make_batch(shape=(5, 3)))
+    graph = tf.function(lambda b: tf_vtrace.from_importance_weights(**b).vs
+                        ).get_concrete_function(batch).graph
+    assert "BroadcastTo" not in {op.type for op in graph.get_operations()}

@@ -248,10 +248,10 @@ def _call_kernel(jit_compile, time_major, tensors, hyperparameters):
 
 def _prepare_inputs(log_rhos, discounts, rewards, values, bootstrap_value,
                     lambda_, time_major, validate_args):
-    """Converts and checks the inputs against `values`.
+    """Converts the inputs to `values`' dtype and checks ranks, then shapes.
 
     Returns the five tensors in argument order, λ (possibly a Python float),
-    and the run-time asserts to wait on.
+    the `SequenceShape` the sequences broadcast to, and the run-time asserts.
     """
     values = _checks.to_float_tensor(values, "values")
     if values.shape.rank is None or values.shape.rank < 2:
@@ -259,19 +259,52 @@ def _prepare_inputs(log_rhos, discounts, rewards, values, bootstrap_value,
         raise ValueError(
             f"`values` must have a known rank >= 2, laid out {layout}; got "
             f"shape {values.shape}.")
-    converted, asserts = [], []
-    for name, sequence in (("log_rhos", log_rhos), ("discounts", discounts),
-                           ("rewards", rewards)):
-        converted.append(_checks.to_float_tensor(sequence, name, values.dtype))
-        asserts += _checks.check_same_shape(
-            converted[-1], name, values, "values", time_major, validate_args)
+    rank = values.shape.rank
+    sequences = [("values", values)] + [
+        (name, _checks.to_float_tensor(sequence, name, values.dtype))
+        for name, sequence in (("log_rhos", log_rhos), ("discounts", discounts),
+                               ("rewards", rewards))]
     bootstrap_value = _checks.to_float_tensor(
         bootstrap_value, "bootstrap_value", values.dtype)
-    asserts += _checks.check_bootstrap_shape(
-        bootstrap_value, values, time_major, validate_args)
-    lambda_, lambda_asserts = _checks.check_lambda(
-        lambda_, values, time_major, validate_args)
-    return converted + [values, bootstrap_value], lambda_, asserts + lambda_asserts
+    lambda_ = _checks.to_lambda(lambda_, values.dtype)
+    # Every rank before any shape, as the peers check them.
+    for name, sequence in sequences[1:]:
+        _checks.check_rank(sequence, name, rank, time_major)
+    _checks.check_bootstrap_rank(bootstrap_value, rank)
+    _checks.check_lambda_rank(lambda_, rank)
+    if tf.is_tensor(lambda_) and lambda_.shape.rank:
+        sequences.append(("lambda_", lambda_))  # Per step: a sequence too.
+    shape, asserts = _checks.broadcast_shape(sequences, time_major,
+                                             validate_args)
+    asserts += _checks.check_bootstrap_shape(bootstrap_value, shape, time_major,
+                                             validate_args)
+    tensors = [dict(sequences)[name] for name in
+               ("log_rhos", "discounts", "rewards", "values")]
+    return tensors + [bootstrap_value], lambda_, shape, asserts
+
+
+def _broadcast_sequences(sequences, shape):
+    """Each tensor broadcast to the common `shape` where it has a size-1 axis.
+
+    Tensors that have the shape already pass through: the usual call adds no
+    op. `_call_kernel` gives the outputs the shape of the broadcast `values`.
+    """
+    target = shape.static.as_list()
+
+    def needs_broadcast(tensor):
+        return any(dim == 1 and size != 1
+                   for dim, size in zip(tensor.shape.as_list(), target))
+
+    if not any(needs_broadcast(t) for t in sequences):
+        return sequences
+    dynamic = shape.dynamic()
+    broadcast = []
+    for tensor in sequences:
+        if needs_broadcast(tensor):
+            tensor = tf.broadcast_to(tensor, dynamic)
+            tensor.set_shape(shape.static)
+        broadcast.append(tensor)
+    return broadcast
 
 
 def _prepare_thresholds(thresholds, validate_args):
@@ -312,6 +345,14 @@ def from_importance_weights(log_rhos,
     space, so both outputs stay finite for any finite `log_rhos` whenever the
     thresholds are set. Neither output carries a gradient (they are targets).
 
+    Shapes: the sequence inputs (`log_rhos`, `discounts`, `rewards`, `values`
+    and a per-step `lambda_`) have one rank and broadcast as in
+    scalable_agent, trfl and RLlib: the same T, and every other axis the
+    same size or size 1 (known when traced), e.g. [T, B, 1] ratios and
+    discounts with [T, B, K] rewards and values. `bootstrap_value` is the
+    broadcast shape without its T axis, and so are the outputs with it. Ranks
+    are checked before shapes.
+
     Args:
       log_rhos: log π(a_t|x_t) − log μ(a_t|x_t), float [T, B, ...].
       discounts: γ_t, float [T, B, ...]: the discount from step t to t+1,
@@ -319,7 +360,7 @@ def from_importance_weights(log_rhos,
       rewards: r_t, float [T, B, ...].
       values: V(x_t) under the target policy, float [T, B, ...]. Its dtype is
         the dtype of the computation (float16/bfloat16 run in float32).
-      bootstrap_value: V(x_T), float [B, ...].
+      bootstrap_value: V(x_T), float [B, ...] of the broadcast shape.
       clip_rho_threshold: ρ̄, a positive scalar, or None for no clipping.
       clip_pg_rho_threshold: ρ̄_pg, a positive scalar, or None for no clipping.
       clip_c_threshold: c̄, a positive scalar, or None for no clipping.
@@ -336,13 +377,14 @@ def from_importance_weights(log_rhos,
       name: Name scope of the ops.
 
     Returns:
-      A `VTraceReturns(vs, pg_advantages)`, each shaped and typed like `values`.
+      A `VTraceReturns(vs, pg_advantages)`, each typed like `values` and
+      shaped like the broadcast sequence inputs.
 
     Raises:
       TypeError: An input is not floating point, or a float tensor's dtype
         differs from `values`'.
-      ValueError: A rank or a known dimension does not match, or a threshold
-        is not positive.
+      ValueError: A rank does not match ("must have rank", checked first), a
+        known dimension does not broadcast, or a threshold is not positive.
 
     Examples:
       >>> import tensorflow as tf, tf_vtrace
@@ -355,7 +397,7 @@ def from_importance_weights(log_rhos,
       [4.0951, 3.439, 2.71, 1.9, 1.0]
     """
     with tf.name_scope(name or "from_importance_weights"):
-        tensors, lambda_, asserts = _prepare_inputs(
+        tensors, lambda_, shape, asserts = _prepare_inputs(
             log_rhos, discounts, rewards, values, bootstrap_value, lambda_,
             time_major, validate_args)
         thresholds, threshold_asserts = _prepare_thresholds(
@@ -363,11 +405,15 @@ def from_importance_weights(log_rhos,
              "clip_pg_rho_threshold": clip_pg_rho_threshold,
              "clip_c_threshold": clip_c_threshold},
             validate_args)
-        log_rhos, discounts, rewards, values, bootstrap_value = (
-            _checks.with_dependencies(asserts + threshold_asserts, tensors))
+        per_step_lambda = tf.is_tensor(lambda_) and bool(lambda_.shape.rank)
+        sequences = tensors[:4] + ([lambda_] if per_step_lambda else [])
+        sequences = _broadcast_sequences(
+            _checks.with_dependencies(asserts + threshold_asserts, sequences),
+            shape)
+        if per_step_lambda:
+            lambda_ = sequences.pop()
         vs, pg_advantages = _call_kernel(
-            jit_compile, time_major,
-            (log_rhos, discounts, rewards, values, bootstrap_value),
+            jit_compile, time_major, (*sequences, tensors[4]),
             (lambda_, *thresholds))
         return VTraceReturns(vs=vs, pg_advantages=pg_advantages)
 
