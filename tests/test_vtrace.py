@@ -584,3 +584,69 @@ def test_equal_shapes_add_no_broadcast_op():
     graph = tf.function(lambda b: tf_vtrace.from_importance_weights(**b).vs
                         ).get_concrete_function(batch).graph
     assert "BroadcastTo" not in {op.type for op in graph.get_operations()}
+
+
+# --- Mixed float dtypes: `values` sets the dtype, the rest is cast ------------
+
+
+MIXED_CASES = [
+    # (values' dtype, the other inputs' dtype): gymnasium's float64 rewards
+    # with a float32 model, and float32 data with a float64 critic.
+    (tf.float32, tf.float64),
+    (tf.float64, tf.float32),
+]
+
+
+def mixed_call(mode):
+    """from_importance_weights eagerly, in a tf.function, or jit-compiled."""
+    def call(batch, **kwargs):
+        return tf_vtrace.from_importance_weights(**batch, **kwargs)
+    if mode == "eager":
+        return call
+    return tf.function(call, jit_compile=(mode == "jit"))
+
+
+@pytest.mark.parametrize("mode", ["eager", "tf.function", "jit"])
+@pytest.mark.parametrize("as_numpy", [False, True])
+@pytest.mark.parametrize("values_dtype,other_dtype", MIXED_CASES)
+def test_mixed_dtypes_are_cast_to_values_dtype(values_dtype, other_dtype,
+                                               as_numpy, mode):
+    batch = make_batch(shape=(9, 4), seed=40)
+    mixed = {k: (tf.constant(v, values_dtype) if k == "values" else
+                 v.astype(other_dtype.as_numpy_dtype) if as_numpy else
+                 tf.constant(v, other_dtype)) for k, v in batch.items()}
+    lambdas = tf.constant(np.full((9, 4), 0.9), other_dtype)
+    threshold = tf.constant(3.7, other_dtype)
+    out = mixed_call(mode)(mixed, lambda_=lambdas, clip_rho_threshold=threshold,
+                           clip_pg_rho_threshold=2.2)
+    assert out.vs.dtype == values_dtype and out.pg_advantages.dtype == values_dtype
+    # The convention, exactly: the same as casting every input to `values`'
+    # dtype first.
+    cast = {k: tf.cast(v, values_dtype) for k, v in mixed.items()}
+    expected = tf_vtrace.from_importance_weights(
+        **cast, lambda_=tf.cast(lambdas, values_dtype),
+        clip_rho_threshold=tf.cast(threshold, values_dtype),
+        clip_pg_rho_threshold=2.2)
+    for field in ("vs", "pg_advantages"):
+        np.testing.assert_allclose(getattr(out, field).numpy(),
+                                   getattr(expected, field).numpy(),
+                                   rtol=1e-6 if mode == "jit" else 0, atol=0)
+    # And against the reference on the inputs rounded to the lower dtype.
+    low = tf.float32
+    rounded = {k: tf.cast(tf.constant(v, low), tf.float64).numpy()
+               for k, v in batch.items()}
+    vs, _ = vtrace_reference(**rounded, lambda_=0.9, clip_rho_threshold=3.7,
+                             clip_pg_rho_threshold=2.2)
+    np.testing.assert_allclose(out.vs.numpy(), vs, rtol=1e-5, atol=1e-5)
+
+
+def test_mixed_dtypes_give_the_same_result_eagerly_and_in_graphs():
+    batch = make_batch(shape=(9, 4), seed=41)
+    mixed = {k: tf.constant(v, tf.float32 if k == "values" else tf.float64)
+             for k, v in batch.items()}
+    results = [mixed_call(mode)(mixed, clip_rho_threshold=3.7)
+               for mode in ("eager", "tf.function", "jit")]
+    for result in results[1:]:
+        assert result.vs.dtype == results[0].vs.dtype == tf.float32
+        np.testing.assert_allclose(result.vs.numpy(), results[0].vs.numpy(),
+                                   rtol=1e-6, atol=1e-6)

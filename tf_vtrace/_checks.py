@@ -39,9 +39,11 @@ HALF_DTYPES = (tf.float16, tf.bfloat16)
 def to_float_tensor(value, name, dtype=None):
     """Converts `value` to a floating tensor of `dtype`, or raises naming `name`.
 
-    Python numbers and numpy arrays are converted to `dtype` (the dtype of the
-    reference argument). A `tf.Tensor` or `tf.Variable` of another float dtype
-    is an error rather than a silent cast, as elsewhere in TensorFlow.
+    `dtype` is the dtype of the reference argument (`values`): any other float
+    input — a Python number, a numpy array, a `tf.Tensor` or `tf.Variable` —
+    is cast to it. One rule for all three keeps eager calls and `tf.function`
+    (where numpy arguments arrive as tensors) in agreement. Non-float inputs
+    are an error.
     """
     # dtype_hint converts Python numbers straight to `dtype` (0.9 in float64
     # stays 0.9, not float32's 0.8999999762); arrays keep their own dtype.
@@ -52,10 +54,6 @@ def to_float_tensor(value, name, dtype=None):
             f"{tensor.dtype.name}.")
     if dtype is None or tensor.dtype == dtype:
         return tensor
-    if tf.is_tensor(value) or isinstance(value, tf.Variable):
-        raise TypeError(
-            f"`{name}` has dtype {tensor.dtype.name} but the reference input "
-            f"has dtype {dtype.name}; pass all float inputs in one dtype.")
     return tf.cast(tensor, dtype)
 
 

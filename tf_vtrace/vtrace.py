@@ -359,7 +359,10 @@ def from_importance_weights(log_rhos,
         zero where the episode terminated at step t.
       rewards: r_t, float [T, B, ...].
       values: V(x_t) under the target policy, float [T, B, ...]. Its dtype is
-        the dtype of the computation (float16/bfloat16 run in float32).
+        the dtype of the computation and of the outputs (float16/bfloat16 run
+        in float32): every other float input — Python number, numpy array or
+        tensor, e.g. gymnasium's float64 rewards — is cast to it, eagerly and
+        in graphs alike.
       bootstrap_value: V(x_T), float [B, ...] of the broadcast shape.
       clip_rho_threshold: ρ̄, a positive scalar, or None for no clipping.
       clip_pg_rho_threshold: ρ̄_pg, a positive scalar, or None for no clipping.
@@ -381,8 +384,7 @@ def from_importance_weights(log_rhos,
       shaped like the broadcast sequence inputs.
 
     Raises:
-      TypeError: An input is not floating point, or a float tensor's dtype
-        differs from `values`'.
+      TypeError: An input is not floating point.
       ValueError: A rank does not match ("must have rank", checked first), a
         known dimension does not broadcast, or a threshold is not positive.
 
