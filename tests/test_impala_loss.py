@@ -310,3 +310,19 @@ def test_validate_args_checks_unknown_shapes_at_run_time():
     loss_with_mask(inp["values"], np.ones((T, B)))
     with pytest.raises(tf.errors.InvalidArgumentError, match="`mask`"):
         loss_with_mask(inp["values"], np.ones((T, B + 1)))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.uint16, np.int64,
+                                   np.uint32])
+def test_loss_with_narrow_and_unsigned_action_dtypes(dtype):
+    inp = _inputs(seed=7)
+    inp["actions"] = inp["actions"].astype(dtype)
+    mask = np.ones((T, B), bool)
+    mask[-2:, 1] = False  # padding is replaced by action 0 of the same dtype
+    loss, _ = tf.function(lambda: _tf(inp, mask=mask, validate_args=True))()
+    reference_inp = dict(inp, actions=inp["actions"].astype(np.int32))
+    expected, _ = _tf(reference_inp, mask=mask)
+    np.testing.assert_allclose(float(loss), float(expected), rtol=1e-12)
+    ref_loss = _reference(reference_inp, entropy_cost=0.00025, kl_cost=0.0)[0]
+    unmasked, _ = _tf(inp)
+    np.testing.assert_allclose(float(unmasked), ref_loss, rtol=1e-10)

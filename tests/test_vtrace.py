@@ -650,3 +650,63 @@ def test_mixed_dtypes_give_the_same_result_eagerly_and_in_graphs():
         assert result.vs.dtype == results[0].vs.dtype == tf.float32
         np.testing.assert_allclose(result.vs.numpy(), results[0].vs.numpy(),
                                    rtol=1e-6, atol=1e-6)
+
+
+# --- Integer action dtypes ---------------------------------------------------
+
+
+ACTION_DTYPES = [tf.int8, tf.int16, tf.int32, tf.int64, tf.uint8, tf.uint16,
+                 tf.uint32, tf.uint64]
+
+
+def graph_mode_call(function, mode):
+    if mode == "eager":
+        return function
+    return tf.function(function, jit_compile=(mode == "jit"))
+
+
+@pytest.mark.parametrize("mode", ["eager", "tf.function", "jit"])
+@pytest.mark.parametrize("dtype", ACTION_DTYPES, ids=lambda d: d.name)
+def test_every_integer_action_dtype(dtype, mode):
+    batch = make_logits_batch(num_actions=6, seed=50)  # every action, the last too
+    tensors = logits_tensors(batch)
+    tensors["actions"] = tf.constant(batch["actions"], dtype)
+    out = graph_mode_call(
+        lambda t: tf_vtrace.from_logits(**t, clip_rho_threshold=3.7,
+                                        validate_args=(mode != "jit")),
+        mode)(tensors)
+    vs, pg, log_rhos, behaviour, target = logits_reference(
+        batch, clip_rho_threshold=3.7)
+    for got, want in [(out.vs, vs), (out.pg_advantages, pg),
+                      (out.log_rhos, log_rhos),
+                      (out.behaviour_action_log_probs, behaviour),
+                      (out.target_action_log_probs, target)]:
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype,num_actions,largest", [
+    (tf.uint8, 300, 255),   # 300 does not fit a uint8: compare in a wider type
+    (tf.int8, 200, 127),
+    (tf.uint16, 3, 2),
+])
+def test_action_range_check_is_exact_for_narrow_dtypes(dtype, num_actions,
+                                                       largest):
+    logits = tf.zeros([1, 2, num_actions], tf.float64)
+    valid = tf.constant([[0, largest]], dtype)
+    log_probs = tf_vtrace.log_probs_from_logits_and_actions(
+        logits, valid, validate_args=True)
+    np.testing.assert_allclose(log_probs.numpy(), -np.log(num_actions),
+                               rtol=1e-12)
+    if largest + 1 <= dtype.max:
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="`actions` must be < the number"):
+            tf_vtrace.log_probs_from_logits_and_actions(
+                tf.zeros([1, 2, largest + 1]), tf.constant([[0, largest + 1]], dtype),
+                validate_args=True)
+
+
+def test_uint64_beyond_int64_is_reported_out_of_range():
+    actions = tf.constant([[2 ** 63 + 1]], tf.uint64)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`actions` must be"):
+        tf_vtrace.log_probs_from_logits_and_actions(
+            tf.zeros([1, 1, 4]), actions, validate_args=True)

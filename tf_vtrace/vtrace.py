@@ -452,8 +452,20 @@ def _categorical_log_prob(logits, actions):
     return tfd.Categorical(logits=logits).log_prob(actions)
 
 
-def _check_categorical_actions(policy_logits, actions, validate_args):
-    """Integer actions in [0, num_actions) for the default Categorical head."""
+# Integer dtypes whose every value an int32 holds; the others index in int64.
+_INT32_SAFE = (tf.int8, tf.int16, tf.int32, tf.uint8, tf.uint16)
+
+
+def _categorical_action_indices(policy_logits, actions, validate_args):
+    """Integer actions of any dtype as int32/int64 indices in [0, num_actions).
+
+    The softmax cross-entropy under tfp's Categorical takes int32 or int64
+    labels only; int8, int16 and the unsigned types are cast first, to a
+    dtype that holds every value, so the range check sees the true action.
+    (A uint64 above 2**63 becomes negative in int64, which the check reports.)
+
+    Returns the indices and the run-time asserts.
+    """
     if not actions.dtype.is_integer:
         raise TypeError(
             "`actions` must be integers for Categorical heads (dist_class=None), "
@@ -465,14 +477,16 @@ def _check_categorical_actions(policy_logits, actions, validate_args):
                 f"`actions` with shape {actions.shape} must have one axis fewer "
                 f"than the logits with shape {policy_logits.shape} (the logits' "
                 "last axis indexes actions).")
+    index_dtype = tf.int32 if actions.dtype in _INT32_SAFE else tf.int64
+    indices = tf.cast(actions, index_dtype)
     if not validate_args:
-        return []
-    num_actions = tf.cast(tf.shape(policy_logits)[-1], actions.dtype)
-    return [
+        return indices, []
+    num_actions = tf.cast(tf.shape(policy_logits)[-1], index_dtype)
+    return indices, [
         tf.debugging.assert_non_negative(
-            actions, message="`actions` must be >= 0"),
+            indices, message="`actions` must be >= 0"),
         tf.debugging.assert_less(
-            actions, num_actions,
+            indices, num_actions,
             message="`actions` must be < the number of logits (last axis)"),
     ]
 
@@ -484,8 +498,9 @@ def log_probs_from_logits_and_actions(policy_logits, actions, dist_class=None,
     Args:
       policy_logits: A head's parameters, float [T, B, ..., P]. For the default
         Categorical head these are unnormalized log-probabilities over P actions.
-      actions: The actions taken: integer [T, B, ...] for Categorical heads,
-        otherwise whatever the distribution's `log_prob` takes.
+      actions: The actions taken: integer [T, B, ...] of any integer dtype
+        (int8 to int64, uint8 to uint64) for Categorical heads, otherwise
+        whatever the distribution's `log_prob` takes.
       dist_class: None for `tfp.distributions.Categorical(logits=...)`, or a
         callable `dist_class(policy_logits)` (or `dist_class(policy_logits,
         model)` when `model` is given, as in RLlib) returning a tfp
@@ -509,8 +524,8 @@ def log_probs_from_logits_and_actions(policy_logits, actions, dist_class=None,
         if dist_class is not None:
             return _make_distribution(policy_logits, dist_class, model).log_prob(
                 actions)
-        asserts = _check_categorical_actions(policy_logits, actions,
-                                             validate_args)
+        actions, asserts = _categorical_action_indices(
+            policy_logits, actions, validate_args)
         (actions,) = _checks.with_dependencies(asserts, [actions])
         log_probs = _categorical_log_prob(policy_logits, actions)
         log_probs.set_shape(tf.broadcast_static_shape(
