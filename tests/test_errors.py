@@ -217,3 +217,20 @@ def test_lambda_rank_is_checked_before_shapes():
     batch["discounts"] = tf.zeros([4, 2])
     with pytest.raises(ValueError, match="`lambda_` must have rank 0"):
         tf_vtrace.from_importance_weights(**batch, lambda_=tf.ones([4]))
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.5])
+def test_alpha_out_of_range(value):
+    with pytest.raises(ValueError, match=r"`alpha_` must be in \[0, 1\]"):
+        tf_vtrace.from_importance_weights(**inputs(), alpha_=value)
+
+
+def test_tensor_alpha_asserted_when_validating():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`alpha_` must be"):
+        tf_vtrace.from_importance_weights(
+            **inputs(), alpha_=tf.constant(1.5), validate_args=True)
+
+
+def test_alpha_must_be_a_scalar():
+    with pytest.raises(ValueError, match="`alpha_` must be a scalar"):
+        tf_vtrace.from_importance_weights(**inputs(), alpha_=tf.ones([4, 3]))

@@ -710,3 +710,97 @@ def test_uint64_beyond_int64_is_reported_out_of_range():
     with pytest.raises(tf.errors.InvalidArgumentError, match="`actions` must be"):
         tf_vtrace.log_probs_from_logits_and_actions(
             tf.zeros([1, 1, 4]), actions, validate_args=True)
+
+
+# --- Leaky V-trace -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("jit_compile", [True, False])
+@pytest.mark.parametrize("alpha_", [0.0, 0.3, 1.0])
+def test_leaky_vtrace_matches_reference(alpha_, jit_compile):
+    batch = make_batch(seed=60)
+    for threshold in (3.7, 2.2, 0.8):
+        assert_clipping_active(batch["log_rhos"], threshold)
+    options = dict(clip_rho_threshold=3.7, clip_pg_rho_threshold=2.2,
+                   clip_c_threshold=0.8, lambda_=0.9, alpha_=alpha_)
+    out = tf_vtrace.from_importance_weights(
+        **as_tensors(batch, tf.float64), **options, jit_compile=jit_compile)
+    vs, pg = vtrace_reference(**batch, **options)
+    np.testing.assert_allclose(out.vs.numpy(), vs, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out.pg_advantages.numpy(), pg, rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_alpha_zero_is_unclipped_importance_sampling():
+    """α = 0 drops every clipped ratio: the thresholds no longer matter."""
+    batch = as_tensors(make_batch(seed=61), tf.float64)
+    leaky = tf_vtrace.from_importance_weights(
+        **batch, clip_rho_threshold=3.7, clip_pg_rho_threshold=2.2,
+        clip_c_threshold=0.8, alpha_=0.0)
+    unclipped = tf_vtrace.from_importance_weights(
+        **batch, clip_rho_threshold=None, clip_pg_rho_threshold=None,
+        clip_c_threshold=None)
+    for field in ("vs", "pg_advantages"):
+        np.testing.assert_allclose(getattr(leaky, field).numpy(),
+                                   getattr(unclipped, field).numpy(),
+                                   rtol=1e-12, atol=1e-12)
+
+
+def test_alpha_as_tensor_varies_without_recompiling():
+    batch = make_batch(seed=62)
+    options = dict(clip_rho_threshold=3.7, clip_pg_rho_threshold=2.2,
+                   clip_c_threshold=0.8)
+    for alpha_ in (0.0, 0.3, 1.0):
+        out = tf_vtrace.from_importance_weights(
+            **as_tensors(batch, tf.float64), **options,
+            alpha_=tf.constant(alpha_, tf.float64), validate_args=True)
+        vs, pg = vtrace_reference(**batch, **options, alpha_=alpha_)
+        np.testing.assert_allclose(out.vs.numpy(), vs, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(out.pg_advantages.numpy(), pg, rtol=1e-12,
+                                   atol=1e-12)
+
+
+def test_alpha_one_is_todays_code_path():
+    batch = as_tensors(make_batch(seed=63))
+    default = tf_vtrace.from_importance_weights(**batch, clip_rho_threshold=3.7)
+    for alpha_ in (1.0, 1):
+        out = tf_vtrace.from_importance_weights(**batch, clip_rho_threshold=3.7,
+                                                alpha_=alpha_)
+        np.testing.assert_array_equal(out.vs.numpy(), default.vs.numpy())
+        np.testing.assert_array_equal(out.pg_advantages.numpy(),
+                                      default.pg_advantages.numpy())
+
+    def op_types(**kwargs):
+        graph = tf.function(lambda x: tf_vtrace.vtrace._clipped_ratio(
+            x, 2.0, **kwargs)).get_concrete_function(batch["log_rhos"]).graph
+        return [op.type for op in graph.get_operations()]
+
+    assert op_types(alpha_=1.0) == op_types()  # no extra op at α = 1
+    assert "Log1p" in op_types(alpha_=0.3)
+
+
+def test_leaky_extreme_log_rhos():
+    """α = 1 given as a tensor: exactly V-trace, finite even where ρ overflows;
+    α < 1: the unclipped part overflows, as documented."""
+    batch = as_tensors(make_batch(shape=(6, 4)))
+    batch["log_rhos"] = tf.fill([6, 4], 1000.0)
+    clipped = tf_vtrace.from_importance_weights(**batch, clip_rho_threshold=3.7)
+    one = tf_vtrace.from_importance_weights(**batch, clip_rho_threshold=3.7,
+                                            alpha_=tf.constant(1.0))
+    assert np.isfinite(one.vs.numpy()).all()
+    np.testing.assert_array_equal(one.vs.numpy(), clipped.vs.numpy())
+    leaky = tf_vtrace.from_importance_weights(**batch, clip_rho_threshold=3.7,
+                                              alpha_=0.5)
+    assert not np.isfinite(leaky.pg_advantages.numpy()).all()
+
+
+def test_leaky_from_logits_matches_reference():
+    batch = make_logits_batch(seed=64)
+    out = tf_vtrace.from_logits(**logits_tensors(batch), clip_rho_threshold=3.7,
+                                clip_pg_rho_threshold=2.2, alpha_=0.3)
+    vs, pg, log_rhos, _, _ = logits_reference(
+        batch, clip_rho_threshold=3.7, clip_pg_rho_threshold=2.2, alpha_=0.3)
+    assert_clipping_active(log_rhos, 2.2)
+    np.testing.assert_allclose(out.vs.numpy(), vs, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(out.pg_advantages.numpy(), pg, rtol=1e-10,
+                               atol=1e-12)

@@ -28,6 +28,7 @@ __all__ = [
     "to_lambda",
     "check_lambda_rank",
     "check_threshold",
+    "check_alpha",
     "with_dependencies",
 ]
 
@@ -237,6 +238,22 @@ def check_threshold(threshold, name, validate_args):
         return tensor, []
     return tensor, [tf.debugging.assert_positive(
         tensor, message=f"`{name}` must be positive")]
+
+
+def check_alpha(alpha_, validate_args):
+    """Checks leaky V-trace's α: a number in [0, 1] or a scalar float tensor.
+
+    Returns α (a Python float or a scalar tensor) and run-time asserts.
+    """
+    if isinstance(alpha_, numbers.Real):
+        return _check_unit_interval(alpha_, "alpha_"), []
+    tensor = _scalar_tensor(alpha_, "alpha_")
+    if not validate_args:
+        return tensor, []
+    return tensor, [
+        tf.debugging.assert_non_negative(tensor, message="`alpha_` must be >= 0"),
+        tf.debugging.assert_less_equal(
+            tensor, tf.ones([], tensor.dtype), message="`alpha_` must be <= 1")]
 
 
 def with_dependencies(assertions, tensors):

@@ -96,16 +96,31 @@ def _as_dtype(value, dtype):
         value, dtype)
 
 
-def _clipped_ratio(log_rhos, threshold):
+def _is_one(value):
+    """Whether a hyperparameter is the Python number 1 (not a tensor)."""
+    return not tf.is_tensor(value) and value == 1
+
+
+def _clipped_ratio(log_rhos, threshold, alpha_=1.0):
     """min(threshold, ρ), computed as exp(min(log threshold, log ρ)).
 
     Clipping before the exponential keeps the result finite for any finite
     log ρ: exp(1000.) overflows float32, exp(min(1000., log 1.)) does not.
+
+    Leaky V-trace (Zahavy et al. 2020, rlax's `leaky_vtrace`) mixes in the
+    unclipped ratio: α·min(threshold, ρ) + (1 − α)·ρ. That part is not
+    bounded and overflows where ρ does; it is written exp(log(1 − α) + log ρ),
+    exactly 0 at α = 1 even then (never 0·inf). α = 1 (the Python number)
+    builds the plain clipped ratio, with no extra op.
     """
     if threshold is None:
-        return tf.exp(log_rhos)
+        return tf.exp(log_rhos)  # Unclipped, whatever α mixes.
     log_threshold = tf.math.log(_as_dtype(threshold, log_rhos.dtype))
-    return tf.exp(tf.minimum(log_rhos, log_threshold))
+    clipped = tf.exp(tf.minimum(log_rhos, log_threshold))
+    if _is_one(alpha_):
+        return clipped
+    alpha_ = _as_dtype(alpha_, log_rhos.dtype)
+    return alpha_ * clipped + tf.exp(tf.math.log1p(-alpha_) + log_rhos)
 
 
 def _reverse_discounted_sum(deltas, decays):
@@ -130,20 +145,20 @@ def _shift_in_bootstrap(sequence, bootstrap_value):
 
 def _vtrace_time_major(log_rhos, discounts, rewards, values, bootstrap_value,
                        lambda_, clip_rho_threshold, clip_pg_rho_threshold,
-                       clip_c_threshold):
+                       clip_c_threshold, alpha_):
     """V-trace on time-major tensors of one dtype; see the module docstring."""
-    clipped_rhos = _clipped_ratio(log_rhos, clip_rho_threshold)
+    clipped_rhos = _clipped_ratio(log_rhos, clip_rho_threshold, alpha_)
     # λ may be a scalar or per-step; broadcasting pins the traces' shape even
     # when the trace was generalized over λ's rank.
     lambdas = tf.broadcast_to(_as_dtype(lambda_, log_rhos.dtype),
                               tf.shape(log_rhos))
-    cs = lambdas * _clipped_ratio(log_rhos, clip_c_threshold)
+    cs = lambdas * _clipped_ratio(log_rhos, clip_c_threshold, alpha_)
     values_t_plus_1 = _shift_in_bootstrap(values, bootstrap_value)
     deltas = clipped_rhos * (rewards + discounts * values_t_plus_1 - values)
     vs = values + _reverse_discounted_sum(deltas, discounts * cs)
 
     vs_t_plus_1 = _shift_in_bootstrap(vs, bootstrap_value)
-    clipped_pg_rhos = _clipped_ratio(log_rhos, clip_pg_rho_threshold)
+    clipped_pg_rhos = _clipped_ratio(log_rhos, clip_pg_rho_threshold, alpha_)
     pg_advantages = clipped_pg_rhos * (rewards + discounts * vs_t_plus_1 - values)
     return vs, pg_advantages
 
@@ -158,7 +173,7 @@ def _to_time_major(tensor, time_major):
 
 def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
                    lambda_, clip_rho_threshold, clip_pg_rho_threshold,
-                   clip_c_threshold, time_major):
+                   clip_c_threshold, alpha_, time_major):
     """`_vtrace_time_major` in the caller's layout and dtype.
 
     The layout and dtype plumbing lives inside the compiled function too, so
@@ -176,13 +191,13 @@ def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
     vs, pg_advantages = _vtrace_time_major(
         prepare(log_rhos), prepare(discounts), prepare(rewards), prepare(values),
         prepare(bootstrap_value, is_sequence=False), lambda_,
-        clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold)
+        clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold, alpha_)
     return (tf.cast(_to_time_major(vs, time_major), dtype),
             tf.cast(_to_time_major(pg_advantages, time_major), dtype))
 
 
 def _hyperparameter_key(value):
-    """How ρ̄, ρ̄_pg, c̄ or λ enters the kernel: a constant, or a tensor input."""
+    """How ρ̄, ρ̄_pg, c̄, λ or α enters the kernel: a constant, or a tensor input."""
     if value is None or isinstance(value, float):
         return ("constant", value)
     return ("tensor", value.dtype, value.shape.rank)
@@ -328,6 +343,7 @@ def from_importance_weights(log_rhos,
                             *,
                             clip_c_threshold=1.0,
                             lambda_=1.0,
+                            alpha_=1.0,
                             time_major=True,
                             jit_compile=True,
                             validate_args=False,
@@ -344,6 +360,14 @@ def from_importance_weights(log_rhos,
     computed by a reversed `tf.scan` over time. The ratios are clipped in log
     space, so both outputs stay finite for any finite `log_rhos` whenever the
     thresholds are set. Neither output carries a gradient (they are targets).
+
+    Leaky V-trace (`alpha_` = α < 1; Zahavy et al. 2020, rlax's
+    `leaky_vtrace`) replaces each of the three clipped ratios by
+    α·min(threshold, ρ_t) + (1 − α)·ρ_t: in δ_t, in c_t (inside λ_t) and in
+    A_t. α = 1 is V-trace; α = 0 is plain importance sampling. The unclipped
+    part (1 − α)·ρ_t is not bounded: it overflows to inf where ρ_t does (log ρ
+    above about 88 in float32, 709 in float64), while the clipped part stays
+    in log space.
 
     Shapes: the sequence inputs (`log_rhos`, `discounts`, `rewards`, `values`
     and a per-step `lambda_`) have one rank and broadcast as in
@@ -371,6 +395,8 @@ def from_importance_weights(log_rhos,
         per step). Python numbers (here and for the thresholds) are compiled
         in as constants, so a new value compiles anew; pass a tensor to vary
         one from call to call without recompiling.
+      alpha_: α in [0, 1], leaky V-trace's weight of the clipped ratios
+        (a number or a scalar tensor); 1 (default) is V-trace.
       time_major: If False, every sequence input and output is [B, T, ...].
       jit_compile: Compile the recursion with XLA (default). Either way it
         runs inside a caller's `tf.function`, `jit_compile=True` function,
@@ -407,6 +433,8 @@ def from_importance_weights(log_rhos,
              "clip_pg_rho_threshold": clip_pg_rho_threshold,
              "clip_c_threshold": clip_c_threshold},
             validate_args)
+        alpha_, alpha_asserts = _checks.check_alpha(alpha_, validate_args)
+        threshold_asserts += alpha_asserts
         per_step_lambda = tf.is_tensor(lambda_) and bool(lambda_.shape.rank)
         sequences = tensors[:4] + ([lambda_] if per_step_lambda else [])
         sequences = _broadcast_sequences(
@@ -416,7 +444,7 @@ def from_importance_weights(log_rhos,
             lambda_ = sequences.pop()
         vs, pg_advantages = _call_kernel(
             jit_compile, time_major, (*sequences, tensors[4]),
-            (lambda_, *thresholds))
+            (lambda_, *thresholds, alpha_))
         return VTraceReturns(vs=vs, pg_advantages=pg_advantages)
 
 
@@ -625,6 +653,7 @@ def multi_from_logits(behaviour_policy_logits,
                       *,
                       clip_c_threshold=1.0,
                       lambda_=1.0,
+                      alpha_=1.0,
                       time_major=True,
                       jit_compile=True,
                       validate_args=False,
@@ -654,6 +683,7 @@ def multi_from_logits(behaviour_policy_logits,
       clip_pg_rho_threshold: ρ̄_pg, a positive scalar, or None.
       clip_c_threshold: c̄, a positive scalar, or None.
       lambda_: λ, a scalar or one value per step.
+      alpha_: Leaky V-trace's α, see `from_importance_weights`.
       time_major: If False, all sequences (logits and actions too) are
         [B, T, ...] and so are the outputs.
       jit_compile: Compile the recursion with XLA.
@@ -695,7 +725,7 @@ def multi_from_logits(behaviour_policy_logits,
         returns = from_importance_weights(
             log_rhos, discounts, rewards, values, bootstrap_value,
             clip_rho_threshold, clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=lambda_,
+            clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
             time_major=time_major, jit_compile=jit_compile,
             validate_args=validate_args)
         return VTraceFromLogitsReturns(
@@ -720,6 +750,7 @@ def from_logits(behaviour_policy_logits,
                 *,
                 clip_c_threshold=1.0,
                 lambda_=1.0,
+                alpha_=1.0,
                 time_major=True,
                 jit_compile=True,
                 validate_args=False,
@@ -745,6 +776,7 @@ def from_logits(behaviour_policy_logits,
       clip_pg_rho_threshold: ρ̄_pg, a positive scalar, or None.
       clip_c_threshold: c̄, a positive scalar, or None.
       lambda_: λ, a scalar or one value per step.
+      alpha_: Leaky V-trace's α, see `from_importance_weights`.
       time_major: If False, all sequences and outputs are [B, T, ...].
       jit_compile: Compile the recursion with XLA.
       validate_args: Assert run-time shapes and action ranges.
@@ -770,7 +802,7 @@ def from_logits(behaviour_policy_logits,
         rewards, values, bootstrap_value, dist_class, model,
         clip_rho_threshold=clip_rho_threshold,
         clip_pg_rho_threshold=clip_pg_rho_threshold,
-        clip_c_threshold=clip_c_threshold, lambda_=lambda_,
+        clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
         time_major=time_major, jit_compile=jit_compile,
         validate_args=validate_args, name=name or "from_logits")
     return returns._replace(
