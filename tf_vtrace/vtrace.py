@@ -373,8 +373,8 @@ def from_importance_weights(log_rhos,
     and a per-step `lambda_`) have one rank and broadcast as in
     scalable_agent, trfl and RLlib: the same T, and every other axis the
     same size or size 1 (known when traced), e.g. [T, B, 1] ratios and
-    discounts with [T, B, K] rewards and values. `bootstrap_value` is the
-    broadcast shape without its T axis, and so are the outputs with it. Ranks
+    discounts with [T, B, K] rewards and values. The outputs have the
+    broadcast shape and `bootstrap_value` has it without the T axis. Ranks
     are checked before shapes.
 
     Args:
