@@ -68,13 +68,6 @@ def test_non_float_input(name):
         tf_vtrace.from_importance_weights(**batch)
 
 
-def test_mixed_float_tensors_are_an_error_not_a_silent_cast():
-    batch = inputs()
-    batch["rewards"] = tf.ones([4, 3], tf.float64)
-    with pytest.raises(TypeError, match="`rewards` has dtype float64"):
-        tf_vtrace.from_importance_weights(**batch)
-
-
 def test_numpy_inputs_follow_values_dtype():
     batch = inputs()
     batch["rewards"] = np.ones([4, 3])  # float64 numpy: converted, not an error
@@ -165,3 +158,79 @@ def test_thresholds_passed_where_dist_class_goes():
 def test_get_log_rhos_rejects_bare_tensors():
     with pytest.raises(TypeError, match="`target_action_log_probs` must be a list"):
         tf_vtrace.get_log_rhos(tf.zeros([4, 3]), tf.zeros([4, 3]))
+
+
+# --- Broadcasting and the order of the checks ----------------------------------
+
+
+@pytest.mark.parametrize("name,shape", [
+    ("log_rhos", [4, 3, 2]),   # 2 vs 5: neither equal nor 1
+    ("rewards", [1, 3, 5]),    # the time axis never broadcasts
+    ("discounts", [4, 2, 1]),  # B of 2 vs 3
+])
+def test_shapes_that_do_not_broadcast_name_the_argument(name, shape):
+    batch = inputs(T=4, B=3)
+    batch["values"] = tf.zeros([4, 3, 5])
+    batch["bootstrap_value"] = tf.zeros([3, 5])
+    for other in ("log_rhos", "discounts", "rewards"):
+        batch[other] = tf.zeros([4, 3, 1])
+    batch[name] = tf.zeros(shape)
+    with pytest.raises(ValueError, match=f"`{name}` has shape"):
+        tf_vtrace.from_importance_weights(**batch)
+
+
+def test_bootstrap_must_be_the_broadcast_shape_without_time():
+    batch = dict(log_rhos=tf.zeros([4, 3, 1]), discounts=tf.ones([4, 3, 1]),
+                 rewards=tf.ones([4, 3, 5]), values=tf.zeros([4, 3, 5]),
+                 bootstrap_value=tf.zeros([3, 1]))
+    with pytest.raises(ValueError, match=r"`bootstrap_value` has shape \(3, 1\)"):
+        tf_vtrace.from_importance_weights(**batch)
+
+
+def test_unknown_sizes_that_differ_are_asserted_when_validating():
+    spec = tf.TensorSpec([None, None, None], tf.float32)
+
+    @tf.function(input_signature=[spec] * 4 + [tf.TensorSpec([None, None])])
+    def targets(log_rhos, discounts, rewards, values, bootstrap_value):
+        return tf_vtrace.from_importance_weights(
+            log_rhos, discounts, rewards, values, bootstrap_value,
+            validate_args=True).vs
+
+    batch = dict(log_rhos=tf.zeros([4, 3, 2]), discounts=tf.ones([4, 3, 5]),
+                 rewards=tf.ones([4, 3, 5]), values=tf.zeros([4, 3, 5]),
+                 bootstrap_value=tf.zeros([3, 5]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`log_rhos` must"):
+        targets(**batch)
+
+
+def test_rank_is_checked_before_shapes():
+    """A wrong rank is reported as such even when another shape is off too."""
+    batch = inputs(T=4, B=3)
+    batch["rewards"] = tf.zeros([5, 3])      # wrong T ...
+    batch["bootstrap_value"] = tf.zeros([])  # ... and a wrong rank after it
+    with pytest.raises(ValueError, match="`bootstrap_value` must have rank 1"):
+        tf_vtrace.from_importance_weights(**batch)
+
+
+def test_lambda_rank_is_checked_before_shapes():
+    batch = inputs(T=4, B=3)
+    batch["discounts"] = tf.zeros([4, 2])
+    with pytest.raises(ValueError, match="`lambda_` must have rank 0"):
+        tf_vtrace.from_importance_weights(**batch, lambda_=tf.ones([4]))
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.5])
+def test_alpha_out_of_range(value):
+    with pytest.raises(ValueError, match=r"`alpha_` must be in \[0, 1\]"):
+        tf_vtrace.from_importance_weights(**inputs(), alpha_=value)
+
+
+def test_tensor_alpha_asserted_when_validating():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`alpha_` must be"):
+        tf_vtrace.from_importance_weights(
+            **inputs(), alpha_=tf.constant(1.5), validate_args=True)
+
+
+def test_alpha_must_be_a_scalar():
+    with pytest.raises(ValueError, match="`alpha_` must be a scalar"):
+        tf_vtrace.from_importance_weights(**inputs(), alpha_=tf.ones([4, 3]))

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from tf_vtrace.impala import impala_loss, vtrace_targets
-from vtrace_reference import categorical_log_probs, vtrace_reference
+from vtrace_reference import categorical_log_probs, leaky_clip, vtrace_reference
 
 T, B, A = 7, 4, 3
 
@@ -34,21 +34,21 @@ def _inputs(seed=0, t=T, b=B, a=A):
 
 def _reference(inp, baseline_cost=0.5, entropy_cost=0.01, kl_cost=0.1,
                reduction="sum", lambda_=1.0, pg_target="vs",
-               clip_rho=1.0, clip_pg=1.0, clip_c=1.0):
+               clip_rho=1.0, clip_pg=1.0, clip_c=1.0, alpha_=1.0):
     """The loss terms in float64, time-major, from the paper's definitions."""
     log_pi = categorical_log_probs(inp["target_policy_logits"], inp["actions"])
     log_mu = categorical_log_probs(inp["behaviour_policy_logits"], inp["actions"])
     log_rhos = log_pi - log_mu
     vs, pg_adv = vtrace_reference(
         log_rhos, inp["discounts"], inp["rewards"], inp["values"],
-        inp["bootstrap_value"], clip_rho, clip_pg, clip_c, lambda_)
+        inp["bootstrap_value"], clip_rho, clip_pg, clip_c, lambda_, alpha_)
     values, boot = inp["values"], inp["bootstrap_value"]
     if pg_target == "lambda_returns":
         next_vs = np.concatenate([vs[1:], boot[None]])
         next_v = np.concatenate([values[1:], boot[None]])
         q = inp["rewards"] + inp["discounts"] * (
             lambda_ * next_vs + (1 - lambda_) * next_v)
-        pg_adv = np.minimum(clip_pg, np.exp(log_rhos)) * (q - values)
+        pg_adv = leaky_clip(np.exp(log_rhos), clip_pg, alpha_) * (q - values)
     pi = _softmax(inp["target_policy_logits"])
     mu = _softmax(inp["behaviour_policy_logits"])
     entropy = -(pi * np.log(pi)).sum(-1)
@@ -330,3 +330,37 @@ def test_validate_args_checks_unknown_shapes_at_run_time():
     loss_with_mask(inp["values"], np.ones((T, B)))
     with pytest.raises(tf.errors.InvalidArgumentError, match="`mask`"):
         loss_with_mask(inp["values"], np.ones((T, B + 1)))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.uint16, np.int64,
+                                   np.uint32])
+def test_loss_with_narrow_and_unsigned_action_dtypes(dtype):
+    inp = _inputs(seed=7)
+    inp["actions"] = inp["actions"].astype(dtype)
+    mask = np.ones((T, B), bool)
+    mask[-2:, 1] = False  # padding is replaced by action 0 of the same dtype
+    loss, _ = tf.function(lambda: _tf(inp, mask=mask, validate_args=True))()
+    reference_inp = dict(inp, actions=inp["actions"].astype(np.int32))
+    expected, _ = _tf(reference_inp, mask=mask)
+    np.testing.assert_allclose(float(loss), float(expected), rtol=1e-12)
+    ref_loss = _reference(reference_inp, entropy_cost=0.00025, kl_cost=0.0)[0]
+    unmasked, _ = _tf(inp)
+    np.testing.assert_allclose(float(unmasked), ref_loss, rtol=1e-10)
+
+
+@pytest.mark.parametrize("alpha_", [0.0, 0.3, 1.0])
+@pytest.mark.parametrize("pg_target,lambda_", [("vs", 0.8), ("lambda_returns", 0.6)])
+def test_leaky_vtrace_loss_matches_reference(alpha_, pg_target, lambda_):
+    inp = _inputs(seed=3)
+    options = dict(clip_rho_threshold=1.0, clip_pg_rho_threshold=1.5,
+                   clip_c_threshold=0.8)
+    loss, diags = _tf(inp, pg_target=pg_target, lambda_=lambda_, alpha_=alpha_,
+                      kl_cost=0.1, entropy_cost=0.01, **options)
+    ref_loss, ref_terms, stats, _, _ = _reference(
+        inp, pg_target=pg_target, lambda_=lambda_, alpha_=alpha_, clip_rho=1.0,
+        clip_pg=1.5, clip_c=0.8)
+    assert 0.2 < stats["rho_clipped_fraction"] < 0.8
+    np.testing.assert_allclose(float(loss), ref_loss, rtol=1e-10)
+    for key, value in ref_terms.items():
+        np.testing.assert_allclose(float(diags[key]), value, rtol=1e-10,
+                                   atol=1e-12, err_msg=key)

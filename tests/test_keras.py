@@ -34,7 +34,8 @@ def _model(seed=0):
 
 @pytest.mark.parametrize("options", [
     dict(), dict(reduction="mean", pg_target="lambda_returns", lambda_=0.8),
-    dict(reduction="masked_mean", kl_cost=0.2, entropy_cost=0.01)])
+    dict(reduction="masked_mean", kl_cost=0.2, entropy_cost=0.01),
+    dict(alpha_=0.4, clip_rho_threshold=0.9)])
 def test_loss_class_is_the_function_on_unpacked_tensors(options):
     _, data = _batch()
     rng = np.random.default_rng(1)
@@ -120,7 +121,8 @@ def test_saved_model_with_loss_and_metrics_loads_safely(tmp_path):
     obs, data = _batch()
     model = _model()
     loss = ImpalaLoss(baseline_cost=0.25, entropy_cost=0.003, reduction="mean",
-                      pg_target="lambda_returns", lambda_=0.9, clip_c_threshold=None)
+                      pg_target="lambda_returns", lambda_=0.9, clip_c_threshold=None,
+                      alpha_=0.7)
     model.compile("adam", loss=loss, metrics=impala_metrics(loss, ["mean_rho"]))
     y_true = pack_targets(**data)
     before = model.evaluate(obs, y_true, verbose=0, return_dict=True)
@@ -148,7 +150,8 @@ def _functional_vtrace_model():
         actions=keras.Input((None,), dtype="int32"),
         discounts=keras.Input((None,)), rewards=keras.Input((None,)),
         values=keras.Input((None,)))
-    outputs = VTrace(clip_rho_threshold=2.0, lambda_=0.9, name="vtrace")(**inputs)
+    outputs = VTrace(clip_rho_threshold=2.0, lambda_=0.9, alpha_=0.6,
+                     name="vtrace")(**inputs)
     return keras.Model(inputs, outputs), inputs
 
 
@@ -164,12 +167,14 @@ def test_layer_in_functional_model_saves_and_matches(tmp_path):
     out = model(feed)
     want = vtrace_targets(**dict(feed, values=feed["values"][:, :-1]),
                           bootstrap_value=feed["values"][:, -1],
-                          clip_rho_threshold=2.0, lambda_=0.9, time_major=False)
+                          clip_rho_threshold=2.0, lambda_=0.9, alpha_=0.6,
+                          time_major=False)
     np.testing.assert_allclose(out["vs"], want.vs, rtol=1e-6)
     np.testing.assert_allclose(out["pg_advantages"], want.pg_advantages, rtol=1e-6)
     model.save(tmp_path / "layer.keras")
     loaded = keras.models.load_model(tmp_path / "layer.keras", safe_mode=True)
     assert loaded.get_layer("vtrace").get_config()["lambda_"] == 0.9
+    assert loaded.get_layer("vtrace").get_config()["alpha_"] == 0.6
     np.testing.assert_allclose(loaded(feed)["vs"], out["vs"], rtol=1e-6)
 
 

@@ -501,3 +501,306 @@ def test_first_call_inside_a_tf_function_then_eager(tmp_path):
     in_graph, eager = map(float, completed.stdout.split())
     expected = sum(0.9 ** k for k in range(5))  # on-policy discounted return
     assert abs(in_graph - expected) < 1e-5 and abs(eager - expected) < 1e-5
+
+
+# --- Broadcasting (the peers' rule) ------------------------------------------
+
+
+def broadcast_batch(shapes, seed, time_major=True):
+    """Inputs of the given (time-major) shapes; values shaped like the broadcast."""
+    full = np.broadcast_shapes(*shapes.values())
+    batch = make_batch(shape=full, seed=seed)
+    batch = {k: (v if k == "bootstrap_value" else v[tuple(
+        slice(None) if n != 1 else slice(0, 1) for n in shapes[k])])
+        for k, v in batch.items()}
+    layout = (lambda x: x) if time_major else to_batch_major
+    given = {k: (v if k == "bootstrap_value" else layout(v))
+             for k, v in batch.items()}
+    broadcast = {k: (v if k == "bootstrap_value" else np.broadcast_to(v, full))
+                 for k, v in batch.items()}
+    return given, broadcast
+
+
+BROADCAST_SHAPES = [
+    # scalable_agent / trfl / RLlib: per-step ratios and discounts, K values.
+    dict(log_rhos=(7, 5, 1), discounts=(7, 5, 1), rewards=(7, 5, 3),
+         values=(7, 5, 3)),
+    # Values and rewards broadcast too; a batch axis of 1 broadcasts.
+    dict(log_rhos=(7, 5, 3), discounts=(7, 1, 1), rewards=(7, 5, 1),
+         values=(7, 1, 3)),
+]
+
+
+@pytest.mark.parametrize("time_major", [True, False])
+@pytest.mark.parametrize("shapes", BROADCAST_SHAPES)
+def test_broadcast_inputs_match_reference_on_broadcast_arrays(shapes, time_major):
+    given, broadcast = broadcast_batch(shapes, seed=30, time_major=time_major)
+    assert_clipping_active(broadcast["log_rhos"], 2.2)
+    assert_clipping_active(broadcast["log_rhos"], 3.7)
+    lambdas = np.random.default_rng(31).uniform(0.5, 1.0, size=(7, 5, 1))
+    out = tf_vtrace.from_importance_weights(
+        **as_tensors(given, tf.float64), clip_rho_threshold=3.7,
+        clip_pg_rho_threshold=2.2, clip_c_threshold=0.8,
+        lambda_=tf.constant(lambdas if time_major else to_batch_major(lambdas)),
+        time_major=time_major)
+    vs, pg = vtrace_reference(**broadcast, clip_rho_threshold=3.7,
+                              clip_pg_rho_threshold=2.2, clip_c_threshold=0.8,
+                              lambda_=np.broadcast_to(lambdas, (7, 5, 3)))
+    layout = (lambda x: x) if time_major else to_batch_major
+    assert out.vs.shape == layout(vs).shape == out.pg_advantages.shape
+    np.testing.assert_allclose(out.vs.numpy(), layout(vs), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out.pg_advantages.numpy(), layout(pg), rtol=1e-12,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_broadcast_with_unknown_time_and_batch(jit_compile):
+    """The peers' placeholders: [None, None, 1] ratios, [None, None, K] values."""
+    unit = tf.TensorSpec([None, None, 1], tf.float64)
+    wide = tf.TensorSpec([None, None, 3], tf.float64)
+
+    @tf.function(input_signature=[unit, unit, wide, wide,
+                                  tf.TensorSpec([None, 3], tf.float64)])
+    def targets(log_rhos, discounts, rewards, values, bootstrap_value):
+        out = tf_vtrace.from_importance_weights(
+            log_rhos, discounts, rewards, values, bootstrap_value,
+            clip_rho_threshold=3.7, jit_compile=jit_compile, validate_args=True)
+        assert out.vs.shape.as_list() == [None, None, 3]
+        return out
+
+    shapes = dict(log_rhos=(6, 4, 1), discounts=(6, 4, 1), rewards=(6, 4, 3),
+                  values=(6, 4, 3))
+    given, broadcast = broadcast_batch(shapes, seed=32)
+    out = targets(**as_tensors(given, tf.float64))
+    vs, pg = vtrace_reference(**broadcast, clip_rho_threshold=3.7)
+    np.testing.assert_allclose(out.vs.numpy(), vs, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out.pg_advantages.numpy(), pg, rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_equal_shapes_add_no_broadcast_op():
+    """The usual call (all shapes equal) traces no BroadcastTo."""
+    batch = as_tensors(make_batch(shape=(5, 3)))
+    graph = tf.function(lambda b: tf_vtrace.from_importance_weights(**b).vs
+                        ).get_concrete_function(batch).graph
+    assert "BroadcastTo" not in {op.type for op in graph.get_operations()}
+
+
+# --- Mixed float dtypes: `values` sets the dtype, the rest is cast ------------
+
+
+MIXED_CASES = [
+    # (values' dtype, the other inputs' dtype): gymnasium's float64 rewards
+    # with a float32 model, and float32 data with a float64 critic.
+    (tf.float32, tf.float64),
+    (tf.float64, tf.float32),
+]
+
+
+def mixed_call(mode):
+    """from_importance_weights eagerly, in a tf.function, or jit-compiled."""
+    def call(batch, **kwargs):
+        return tf_vtrace.from_importance_weights(**batch, **kwargs)
+    if mode == "eager":
+        return call
+    return tf.function(call, jit_compile=(mode == "jit"))
+
+
+@pytest.mark.parametrize("mode", ["eager", "tf.function", "jit"])
+@pytest.mark.parametrize("as_numpy", [False, True])
+@pytest.mark.parametrize("values_dtype,other_dtype", MIXED_CASES)
+def test_mixed_dtypes_are_cast_to_values_dtype(values_dtype, other_dtype,
+                                               as_numpy, mode):
+    batch = make_batch(shape=(9, 4), seed=40)
+    mixed = {k: (tf.constant(v, values_dtype) if k == "values" else
+                 v.astype(other_dtype.as_numpy_dtype) if as_numpy else
+                 tf.constant(v, other_dtype)) for k, v in batch.items()}
+    lambdas = tf.constant(np.full((9, 4), 0.9), other_dtype)
+    threshold = tf.constant(3.7, other_dtype)
+    out = mixed_call(mode)(mixed, lambda_=lambdas, clip_rho_threshold=threshold,
+                           clip_pg_rho_threshold=2.2)
+    assert out.vs.dtype == values_dtype and out.pg_advantages.dtype == values_dtype
+    # The convention, exactly: the same as casting every input to `values`'
+    # dtype first.
+    cast = {k: tf.cast(v, values_dtype) for k, v in mixed.items()}
+    expected = tf_vtrace.from_importance_weights(
+        **cast, lambda_=tf.cast(lambdas, values_dtype),
+        clip_rho_threshold=tf.cast(threshold, values_dtype),
+        clip_pg_rho_threshold=2.2)
+    for field in ("vs", "pg_advantages"):
+        np.testing.assert_allclose(getattr(out, field).numpy(),
+                                   getattr(expected, field).numpy(),
+                                   rtol=1e-6 if mode == "jit" else 0, atol=0)
+    # And against the reference on the inputs rounded to the lower dtype.
+    low = tf.float32
+    rounded = {k: tf.cast(tf.constant(v, low), tf.float64).numpy()
+               for k, v in batch.items()}
+    vs, _ = vtrace_reference(**rounded, lambda_=0.9, clip_rho_threshold=3.7,
+                             clip_pg_rho_threshold=2.2)
+    np.testing.assert_allclose(out.vs.numpy(), vs, rtol=1e-5, atol=1e-5)
+
+
+def test_mixed_dtypes_give_the_same_result_eagerly_and_in_graphs():
+    batch = make_batch(shape=(9, 4), seed=41)
+    mixed = {k: tf.constant(v, tf.float32 if k == "values" else tf.float64)
+             for k, v in batch.items()}
+    results = [mixed_call(mode)(mixed, clip_rho_threshold=3.7)
+               for mode in ("eager", "tf.function", "jit")]
+    for result in results[1:]:
+        assert result.vs.dtype == results[0].vs.dtype == tf.float32
+        np.testing.assert_allclose(result.vs.numpy(), results[0].vs.numpy(),
+                                   rtol=1e-6, atol=1e-6)
+
+
+# --- Integer action dtypes ---------------------------------------------------
+
+
+ACTION_DTYPES = [tf.int8, tf.int16, tf.int32, tf.int64, tf.uint8, tf.uint16,
+                 tf.uint32, tf.uint64]
+
+
+def graph_mode_call(function, mode):
+    if mode == "eager":
+        return function
+    return tf.function(function, jit_compile=(mode == "jit"))
+
+
+@pytest.mark.parametrize("mode", ["eager", "tf.function", "jit"])
+@pytest.mark.parametrize("dtype", ACTION_DTYPES, ids=lambda d: d.name)
+def test_every_integer_action_dtype(dtype, mode):
+    batch = make_logits_batch(num_actions=6, seed=50)  # every action, the last too
+    tensors = logits_tensors(batch)
+    tensors["actions"] = tf.constant(batch["actions"], dtype)
+    out = graph_mode_call(
+        lambda t: tf_vtrace.from_logits(**t, clip_rho_threshold=3.7,
+                                        validate_args=(mode != "jit")),
+        mode)(tensors)
+    vs, pg, log_rhos, behaviour, target = logits_reference(
+        batch, clip_rho_threshold=3.7)
+    for got, want in [(out.vs, vs), (out.pg_advantages, pg),
+                      (out.log_rhos, log_rhos),
+                      (out.behaviour_action_log_probs, behaviour),
+                      (out.target_action_log_probs, target)]:
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype,num_actions,largest", [
+    (tf.uint8, 300, 255),   # 300 does not fit a uint8: compare in a wider type
+    (tf.int8, 200, 127),
+    (tf.uint16, 3, 2),
+])
+def test_action_range_check_is_exact_for_narrow_dtypes(dtype, num_actions,
+                                                       largest):
+    logits = tf.zeros([1, 2, num_actions], tf.float64)
+    valid = tf.constant([[0, largest]], dtype)
+    log_probs = tf_vtrace.log_probs_from_logits_and_actions(
+        logits, valid, validate_args=True)
+    np.testing.assert_allclose(log_probs.numpy(), -np.log(num_actions),
+                               rtol=1e-12)
+    if largest + 1 <= dtype.max:
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="`actions` must be < the number"):
+            tf_vtrace.log_probs_from_logits_and_actions(
+                tf.zeros([1, 2, largest + 1]), tf.constant([[0, largest + 1]], dtype),
+                validate_args=True)
+
+
+def test_uint64_beyond_int64_is_reported_out_of_range():
+    actions = tf.constant([[2 ** 63 + 1]], tf.uint64)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`actions` must be"):
+        tf_vtrace.log_probs_from_logits_and_actions(
+            tf.zeros([1, 1, 4]), actions, validate_args=True)
+
+
+# --- Leaky V-trace -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("jit_compile", [True, False])
+@pytest.mark.parametrize("alpha_", [0.0, 0.3, 1.0])
+def test_leaky_vtrace_matches_reference(alpha_, jit_compile):
+    batch = make_batch(seed=60)
+    for threshold in (3.7, 2.2, 0.8):
+        assert_clipping_active(batch["log_rhos"], threshold)
+    options = dict(clip_rho_threshold=3.7, clip_pg_rho_threshold=2.2,
+                   clip_c_threshold=0.8, lambda_=0.9, alpha_=alpha_)
+    out = tf_vtrace.from_importance_weights(
+        **as_tensors(batch, tf.float64), **options, jit_compile=jit_compile)
+    vs, pg = vtrace_reference(**batch, **options)
+    np.testing.assert_allclose(out.vs.numpy(), vs, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out.pg_advantages.numpy(), pg, rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_alpha_zero_is_unclipped_importance_sampling():
+    """α = 0 drops every clipped ratio: the thresholds no longer matter."""
+    batch = as_tensors(make_batch(seed=61), tf.float64)
+    leaky = tf_vtrace.from_importance_weights(
+        **batch, clip_rho_threshold=3.7, clip_pg_rho_threshold=2.2,
+        clip_c_threshold=0.8, alpha_=0.0)
+    unclipped = tf_vtrace.from_importance_weights(
+        **batch, clip_rho_threshold=None, clip_pg_rho_threshold=None,
+        clip_c_threshold=None)
+    for field in ("vs", "pg_advantages"):
+        np.testing.assert_allclose(getattr(leaky, field).numpy(),
+                                   getattr(unclipped, field).numpy(),
+                                   rtol=1e-12, atol=1e-12)
+
+
+def test_alpha_as_tensor_varies_without_recompiling():
+    batch = make_batch(seed=62)
+    options = dict(clip_rho_threshold=3.7, clip_pg_rho_threshold=2.2,
+                   clip_c_threshold=0.8)
+    for alpha_ in (0.0, 0.3, 1.0):
+        out = tf_vtrace.from_importance_weights(
+            **as_tensors(batch, tf.float64), **options,
+            alpha_=tf.constant(alpha_, tf.float64), validate_args=True)
+        vs, pg = vtrace_reference(**batch, **options, alpha_=alpha_)
+        np.testing.assert_allclose(out.vs.numpy(), vs, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(out.pg_advantages.numpy(), pg, rtol=1e-12,
+                                   atol=1e-12)
+
+
+def test_alpha_one_is_todays_code_path():
+    batch = as_tensors(make_batch(seed=63))
+    default = tf_vtrace.from_importance_weights(**batch, clip_rho_threshold=3.7)
+    for alpha_ in (1.0, 1):
+        out = tf_vtrace.from_importance_weights(**batch, clip_rho_threshold=3.7,
+                                                alpha_=alpha_)
+        np.testing.assert_array_equal(out.vs.numpy(), default.vs.numpy())
+        np.testing.assert_array_equal(out.pg_advantages.numpy(),
+                                      default.pg_advantages.numpy())
+
+    def op_types(**kwargs):
+        graph = tf.function(lambda x: tf_vtrace.vtrace._clipped_ratio(
+            x, 2.0, **kwargs)).get_concrete_function(batch["log_rhos"]).graph
+        return [op.type for op in graph.get_operations()]
+
+    assert op_types(alpha_=1.0) == op_types()  # no extra op at α = 1
+    assert "Log1p" in op_types(alpha_=0.3)
+
+
+def test_leaky_extreme_log_rhos():
+    """α = 1 given as a tensor: exactly V-trace, finite even where ρ overflows;
+    α < 1: the unclipped part overflows, as documented."""
+    batch = as_tensors(make_batch(shape=(6, 4)))
+    batch["log_rhos"] = tf.fill([6, 4], 1000.0)
+    clipped = tf_vtrace.from_importance_weights(**batch, clip_rho_threshold=3.7)
+    one = tf_vtrace.from_importance_weights(**batch, clip_rho_threshold=3.7,
+                                            alpha_=tf.constant(1.0))
+    assert np.isfinite(one.vs.numpy()).all()
+    np.testing.assert_array_equal(one.vs.numpy(), clipped.vs.numpy())
+    leaky = tf_vtrace.from_importance_weights(**batch, clip_rho_threshold=3.7,
+                                              alpha_=0.5)
+    assert not np.isfinite(leaky.pg_advantages.numpy()).all()
+
+
+def test_leaky_from_logits_matches_reference():
+    batch = make_logits_batch(seed=64)
+    out = tf_vtrace.from_logits(**logits_tensors(batch), clip_rho_threshold=3.7,
+                                clip_pg_rho_threshold=2.2, alpha_=0.3)
+    vs, pg, log_rhos, _, _ = logits_reference(
+        batch, clip_rho_threshold=3.7, clip_pg_rho_threshold=2.2, alpha_=0.3)
+    assert_clipping_active(log_rhos, 2.2)
+    np.testing.assert_allclose(out.vs.numpy(), vs, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(out.pg_advantages.numpy(), pg, rtol=1e-10,
+                               atol=1e-12)

@@ -14,17 +14,26 @@ def clip(rhos, threshold):
     return rhos if threshold is None else np.minimum(threshold, rhos)
 
 
+def leaky_clip(rhos, threshold, alpha_):
+    """Leaky V-trace (Zahavy et al. 2020): α·min(threshold, ρ) + (1 − α)·ρ."""
+    return alpha_ * clip(rhos, threshold) + (1.0 - alpha_) * rhos
+
+
 def vtrace_reference(log_rhos, discounts, rewards, values, bootstrap_value,
                      clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0,
-                     clip_c_threshold=1.0, lambda_=1.0):
-    """Returns (vs, pg_advantages) for time-major [T, B, ...] numpy inputs."""
+                     clip_c_threshold=1.0, lambda_=1.0, alpha_=1.0):
+    """Returns (vs, pg_advantages) for time-major [T, B, ...] numpy inputs.
+
+    `alpha_` < 1 is leaky V-trace: every clipped ratio (in δ, in c inside λ,
+    and in the advantage) becomes `leaky_clip`.
+    """
     log_rhos, discounts, rewards, values, bootstrap_value = (
         np.asarray(x, np.float64)
         for x in (log_rhos, discounts, rewards, values, bootstrap_value))
     lambda_ = np.broadcast_to(np.asarray(lambda_, np.float64), values.shape)
     rhos = np.exp(log_rhos)
-    clipped_rhos = clip(rhos, clip_rho_threshold)
-    cs = lambda_ * clip(rhos, clip_c_threshold)
+    clipped_rhos = leaky_clip(rhos, clip_rho_threshold, alpha_)
+    cs = lambda_ * leaky_clip(rhos, clip_c_threshold, alpha_)
     next_values = np.concatenate([values[1:], bootstrap_value[None]], axis=0)
     deltas = clipped_rhos * (rewards + discounts * next_values - values)
 
@@ -39,7 +48,7 @@ def vtrace_reference(log_rhos, discounts, rewards, values, bootstrap_value,
         vs[s] = total
 
     next_vs = np.concatenate([vs[1:], bootstrap_value[None]], axis=0)
-    pg_advantages = clip(rhos, clip_pg_rho_threshold) * (
+    pg_advantages = leaky_clip(rhos, clip_pg_rho_threshold, alpha_) * (
         rewards + discounts * next_vs - values)
     return vs, pg_advantages
 

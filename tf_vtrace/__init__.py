@@ -25,6 +25,7 @@ from tf_vtrace.keras import pack_targets
 from tf_vtrace.keras import unpack_predictions
 from tf_vtrace.keras import unpack_targets
 from tf_vtrace.export import VTraceModule
+from tf_vtrace.layout import make_time_major
 
 __version__ = "0.1.0"
 
@@ -52,4 +53,6 @@ __all__ = [
     "unpack_predictions",
     # SavedModel
     "VTraceModule",
+    # Layout (RLlib's flat batches)
+    "make_time_major",
 ]

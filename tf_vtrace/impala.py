@@ -131,19 +131,22 @@ def _masked_inputs(log_rhos, discounts, rewards, values, bootstrap_value,
 
 
 def _lambda_return_advantages(vs, log_rhos, discounts, rewards, values,
-                              bootstrap_value, lambda_, clip_pg_rho_threshold):
+                              bootstrap_value, lambda_, clip_pg_rho_threshold,
+                              alpha_):
     """rlax's policy-gradient advantage for λ < 1, from the core's vs:
 
         A_t = min(ρ̄_pg, ρ_t) (r_t + γ_t (λ_t vs_{t+1} + (1 − λ_t) V(x_{t+1}))
                                − V(x_t))
 
-    with vs_T = V(x_T) = bootstrap. With λ = 1 it equals SEED RL's (the core's)
+    with vs_T = V(x_T) = bootstrap (leaky V-trace: the core's mixed ratio for
+    min(ρ̄_pg, ρ_t)). With λ = 1 it equals SEED RL's (the core's)
     r_t + γ_t vs_{t+1}.
     """
     next_vs = vtrace._shift_in_bootstrap(vs, bootstrap_value)
     next_values = vtrace._shift_in_bootstrap(values, bootstrap_value)
     next_target = lambda_ * next_vs + (1. - lambda_) * next_values
-    clipped_pg_rhos = vtrace._clipped_ratio(log_rhos, clip_pg_rho_threshold)
+    clipped_pg_rhos = vtrace._clipped_ratio(log_rhos, clip_pg_rho_threshold,
+                                            alpha_)
     return tf.stop_gradient(
         clipped_pg_rhos * (rewards + discounts * next_target - values))
 
@@ -267,6 +270,7 @@ def vtrace_targets(behaviour_policy_logits,
                    clip_pg_rho_threshold=1.0,
                    clip_c_threshold=1.0,
                    lambda_=1.0,
+                   alpha_=1.0,
                    time_major=True,
                    jit_compile=True,
                    validate_args=False,
@@ -314,6 +318,9 @@ def vtrace_targets(behaviour_policy_logits,
       clip_pg_rho_threshold: ρ̄_pg, a positive scalar or None.
       clip_c_threshold: c̄, a positive scalar or None.
       lambda_: λ, a scalar or one value per step.
+      alpha_: α in [0, 1], leaky V-trace's weight of the clipped ratios (in
+        vs and in the advantage); 1 is V-trace. See
+        `tf_vtrace.from_importance_weights`.
       time_major: If False, sequences are [B, T, ...] and so are the outputs.
       jit_compile: Compile the recursion with XLA.
       validate_args: Assert run-time shapes and action ranges.
@@ -367,13 +374,13 @@ def vtrace_targets(behaviour_policy_logits,
             lambda_, valid, truncated, truncation_values)
         returns = vtrace.from_importance_weights(
             *masked[:5], clip_rho_threshold, clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=masked[5],
+            clip_c_threshold=clip_c_threshold, lambda_=masked[5], alpha_=alpha_,
             time_major=True, jit_compile=jit_compile, validate_args=validate_args)
         pg_advantages = returns.pg_advantages
         if pg_target == "lambda_returns":
             # The core has checked the threshold already.
             pg_advantages = _lambda_return_advantages(
-                returns.vs, *masked[:6], clip_pg_rho_threshold)
+                returns.vs, *masked[:6], clip_pg_rho_threshold, alpha_)
         return VTraceTargets(
             vs=tm(returns.vs), pg_advantages=tm(pg_advantages),
             log_rhos=tm(log_rhos),
@@ -491,6 +498,7 @@ def impala_loss(behaviour_policy_logits,
                 clip_pg_rho_threshold=1.0,
                 clip_c_threshold=1.0,
                 lambda_=1.0,
+                alpha_=1.0,
                 time_major=True,
                 jit_compile=True,
                 validate_args=False,
@@ -545,6 +553,7 @@ def impala_loss(behaviour_policy_logits,
       clip_pg_rho_threshold: ρ̄_pg, a positive scalar or None.
       clip_c_threshold: c̄, a positive scalar or None.
       lambda_: λ, a scalar or one value per step.
+      alpha_: Leaky V-trace's α in [0, 1]; see `vtrace_targets`.
       time_major: If False, every sequence is [B, T, ...] (Keras layout).
       jit_compile: Compile the recursion with XLA.
       validate_args: Assert run-time shapes and action ranges.
@@ -591,7 +600,7 @@ def impala_loss(behaviour_policy_logits,
             pg_target=pg_target, dist_class=dist_class, model=model,
             clip_rho_threshold=clip_rho_threshold,
             clip_pg_rho_threshold=clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=lambda_,
+            clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
             time_major=time_major, jit_compile=jit_compile,
             validate_args=validate_args)
         dtype = targets.vs.dtype

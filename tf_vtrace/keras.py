@@ -200,7 +200,7 @@ def _check_time_axes(y_true, y_pred):
 # The V-trace options the loss and the layer both store, pass on to
 # `tf_vtrace.impala` and serialize.
 _VTRACE_OPTIONS = ("pg_target", "clip_rho_threshold", "clip_pg_rho_threshold",
-                   "clip_c_threshold", "lambda_", "jit_compile")
+                   "clip_c_threshold", "lambda_", "alpha_", "jit_compile")
 _SERIALIZABLE_OPTIONS = (
     "baseline_cost", "entropy_cost", "kl_cost", "reduction") + _VTRACE_OPTIONS
 
@@ -239,6 +239,7 @@ class ImpalaLoss(keras.losses.Loss):
       clip_pg_rho_threshold: ρ̄_pg, a positive float or None.
       clip_c_threshold: c̄, a positive float or None.
       lambda_: λ, a float.
+      alpha_: Leaky V-trace's α in [0, 1], a float (1: V-trace).
       action_sizes: The number of logits of each action head; None for one
         head (its size is read from `y_pred`).
       dist_class: None (Categorical; packed actions are cast back to int) or a
@@ -262,13 +263,13 @@ class ImpalaLoss(keras.losses.Loss):
                  reduction="sum", pg_target="vs", clip_rho_threshold=1.0,
                  clip_pg_rho_threshold=1.0, clip_c_threshold=1.0, lambda_=1.0,
                  action_sizes=None, dist_class=None, jit_compile=True,
-                 name="impala_loss"):
+                 name="impala_loss", alpha_=1.0):
         impala._check_choice(reduction, "reduction", impala.REDUCTIONS)
         super().__init__(name=name, reduction="sum")
         _store_vtrace_options(
             self, pg_target=pg_target, clip_rho_threshold=clip_rho_threshold,
             clip_pg_rho_threshold=clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=lambda_,
+            clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
             jit_compile=jit_compile)
         self.baseline_cost = baseline_cost
         self.entropy_cost = entropy_cost
@@ -409,6 +410,7 @@ class VTrace(keras.layers.Layer):
       clip_c_threshold: c̄, a positive float or None.
       lambda_: λ, a float.
       pg_target: ``"vs"`` or ``"lambda_returns"``.
+      alpha_: Leaky V-trace's α in [0, 1], a float (1: V-trace).
       time_major: False (Keras layout, [B, T, ...]) or True.
       jit_compile: Compile the recursion with XLA.
       **kwargs: Layer arguments (``name``, ``dtype``).
@@ -429,12 +431,12 @@ class VTrace(keras.layers.Layer):
 
     def __init__(self, clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0,
                  clip_c_threshold=1.0, lambda_=1.0, pg_target="vs",
-                 time_major=False, jit_compile=True, **kwargs):
+                 time_major=False, jit_compile=True, alpha_=1.0, **kwargs):
         super().__init__(**kwargs)
         _store_vtrace_options(
             self, pg_target=pg_target, clip_rho_threshold=clip_rho_threshold,
             clip_pg_rho_threshold=clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=lambda_,
+            clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
             jit_compile=jit_compile)
         self.time_major = time_major
 

@@ -96,16 +96,31 @@ def _as_dtype(value, dtype):
         value, dtype)
 
 
-def _clipped_ratio(log_rhos, threshold):
+def _is_one(value):
+    """Whether a hyperparameter is the Python number 1 (not a tensor)."""
+    return not tf.is_tensor(value) and value == 1
+
+
+def _clipped_ratio(log_rhos, threshold, alpha_=1.0):
     """min(threshold, ρ), computed as exp(min(log threshold, log ρ)).
 
     Clipping before the exponential keeps the result finite for any finite
     log ρ: exp(1000.) overflows float32, exp(min(1000., log 1.)) does not.
+
+    Leaky V-trace (Zahavy et al. 2020, rlax's `leaky_vtrace`) mixes in the
+    unclipped ratio: α·min(threshold, ρ) + (1 − α)·ρ. That part is not
+    bounded and overflows where ρ does; it is written exp(log(1 − α) + log ρ),
+    exactly 0 at α = 1 even then (never 0·inf). α = 1 (the Python number)
+    builds the plain clipped ratio, with no extra op.
     """
     if threshold is None:
-        return tf.exp(log_rhos)
+        return tf.exp(log_rhos)  # Unclipped, whatever α mixes.
     log_threshold = tf.math.log(_as_dtype(threshold, log_rhos.dtype))
-    return tf.exp(tf.minimum(log_rhos, log_threshold))
+    clipped = tf.exp(tf.minimum(log_rhos, log_threshold))
+    if _is_one(alpha_):
+        return clipped
+    alpha_ = _as_dtype(alpha_, log_rhos.dtype)
+    return alpha_ * clipped + tf.exp(tf.math.log1p(-alpha_) + log_rhos)
 
 
 def _reverse_discounted_sum(deltas, decays):
@@ -130,20 +145,20 @@ def _shift_in_bootstrap(sequence, bootstrap_value):
 
 def _vtrace_time_major(log_rhos, discounts, rewards, values, bootstrap_value,
                        lambda_, clip_rho_threshold, clip_pg_rho_threshold,
-                       clip_c_threshold):
+                       clip_c_threshold, alpha_):
     """V-trace on time-major tensors of one dtype; see the module docstring."""
-    clipped_rhos = _clipped_ratio(log_rhos, clip_rho_threshold)
+    clipped_rhos = _clipped_ratio(log_rhos, clip_rho_threshold, alpha_)
     # λ may be a scalar or per-step; broadcasting pins the traces' shape even
     # when the trace was generalized over λ's rank.
     lambdas = tf.broadcast_to(_as_dtype(lambda_, log_rhos.dtype),
                               tf.shape(log_rhos))
-    cs = lambdas * _clipped_ratio(log_rhos, clip_c_threshold)
+    cs = lambdas * _clipped_ratio(log_rhos, clip_c_threshold, alpha_)
     values_t_plus_1 = _shift_in_bootstrap(values, bootstrap_value)
     deltas = clipped_rhos * (rewards + discounts * values_t_plus_1 - values)
     vs = values + _reverse_discounted_sum(deltas, discounts * cs)
 
     vs_t_plus_1 = _shift_in_bootstrap(vs, bootstrap_value)
-    clipped_pg_rhos = _clipped_ratio(log_rhos, clip_pg_rho_threshold)
+    clipped_pg_rhos = _clipped_ratio(log_rhos, clip_pg_rho_threshold, alpha_)
     pg_advantages = clipped_pg_rhos * (rewards + discounts * vs_t_plus_1 - values)
     return vs, pg_advantages
 
@@ -158,7 +173,7 @@ def _to_time_major(tensor, time_major):
 
 def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
                    lambda_, clip_rho_threshold, clip_pg_rho_threshold,
-                   clip_c_threshold, time_major):
+                   clip_c_threshold, alpha_, time_major):
     """`_vtrace_time_major` in the caller's layout and dtype.
 
     The layout and dtype plumbing lives inside the compiled function too, so
@@ -176,13 +191,13 @@ def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
     vs, pg_advantages = _vtrace_time_major(
         prepare(log_rhos), prepare(discounts), prepare(rewards), prepare(values),
         prepare(bootstrap_value, is_sequence=False), lambda_,
-        clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold)
+        clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold, alpha_)
     return (tf.cast(_to_time_major(vs, time_major), dtype),
             tf.cast(_to_time_major(pg_advantages, time_major), dtype))
 
 
 def _hyperparameter_key(value):
-    """How ρ̄, ρ̄_pg, c̄ or λ enters the kernel: a constant, or a tensor input."""
+    """How ρ̄, ρ̄_pg, c̄, λ or α enters the kernel: a constant, or a tensor input."""
     if value is None or isinstance(value, float):
         return ("constant", value)
     return ("tensor", value.dtype, value.shape.rank)
@@ -248,10 +263,10 @@ def _call_kernel(jit_compile, time_major, tensors, hyperparameters):
 
 def _prepare_inputs(log_rhos, discounts, rewards, values, bootstrap_value,
                     lambda_, time_major, validate_args):
-    """Converts and checks the inputs against `values`.
+    """Converts the inputs to `values`' dtype and checks ranks, then shapes.
 
     Returns the five tensors in argument order, λ (possibly a Python float),
-    and the run-time asserts to wait on.
+    the `SequenceShape` the sequences broadcast to, and the run-time asserts.
     """
     values = _checks.to_float_tensor(values, "values")
     if values.shape.rank is None or values.shape.rank < 2:
@@ -259,19 +274,52 @@ def _prepare_inputs(log_rhos, discounts, rewards, values, bootstrap_value,
         raise ValueError(
             f"`values` must have a known rank >= 2, laid out {layout}; got "
             f"shape {values.shape}.")
-    converted, asserts = [], []
-    for name, sequence in (("log_rhos", log_rhos), ("discounts", discounts),
-                           ("rewards", rewards)):
-        converted.append(_checks.to_float_tensor(sequence, name, values.dtype))
-        asserts += _checks.check_same_shape(
-            converted[-1], name, values, "values", time_major, validate_args)
+    rank = values.shape.rank
+    sequences = [("values", values)] + [
+        (name, _checks.to_float_tensor(sequence, name, values.dtype))
+        for name, sequence in (("log_rhos", log_rhos), ("discounts", discounts),
+                               ("rewards", rewards))]
     bootstrap_value = _checks.to_float_tensor(
         bootstrap_value, "bootstrap_value", values.dtype)
-    asserts += _checks.check_bootstrap_shape(
-        bootstrap_value, values, time_major, validate_args)
-    lambda_, lambda_asserts = _checks.check_lambda(
-        lambda_, values, time_major, validate_args)
-    return converted + [values, bootstrap_value], lambda_, asserts + lambda_asserts
+    lambda_ = _checks.to_lambda(lambda_, values.dtype)
+    # Every rank before any shape, as the peers check them.
+    for name, sequence in sequences[1:]:
+        _checks.check_rank(sequence, name, rank, time_major)
+    _checks.check_bootstrap_rank(bootstrap_value, rank)
+    _checks.check_lambda_rank(lambda_, rank)
+    if tf.is_tensor(lambda_) and lambda_.shape.rank:
+        sequences.append(("lambda_", lambda_))  # Per step: a sequence too.
+    shape, asserts = _checks.broadcast_shape(sequences, time_major,
+                                             validate_args)
+    asserts += _checks.check_bootstrap_shape(bootstrap_value, shape, time_major,
+                                             validate_args)
+    tensors = [dict(sequences)[name] for name in
+               ("log_rhos", "discounts", "rewards", "values")]
+    return tensors + [bootstrap_value], lambda_, shape, asserts
+
+
+def _broadcast_sequences(sequences, shape):
+    """Each tensor broadcast to the common `shape` where it has a size-1 axis.
+
+    Tensors that have the shape already pass through: the usual call adds no
+    op. `_call_kernel` gives the outputs the shape of the broadcast `values`.
+    """
+    target = shape.static.as_list()
+
+    def needs_broadcast(tensor):
+        return any(dim == 1 and size != 1
+                   for dim, size in zip(tensor.shape.as_list(), target))
+
+    if not any(needs_broadcast(t) for t in sequences):
+        return sequences
+    dynamic = shape.dynamic()
+    broadcast = []
+    for tensor in sequences:
+        if needs_broadcast(tensor):
+            tensor = tf.broadcast_to(tensor, dynamic)
+            tensor.set_shape(shape.static)
+        broadcast.append(tensor)
+    return broadcast
 
 
 def _prepare_thresholds(thresholds, validate_args):
@@ -295,6 +343,7 @@ def from_importance_weights(log_rhos,
                             *,
                             clip_c_threshold=1.0,
                             lambda_=1.0,
+                            alpha_=1.0,
                             time_major=True,
                             jit_compile=True,
                             validate_args=False,
@@ -312,14 +361,33 @@ def from_importance_weights(log_rhos,
     space, so both outputs stay finite for any finite `log_rhos` whenever the
     thresholds are set. Neither output carries a gradient (they are targets).
 
+    Leaky V-trace (`alpha_` = α < 1; Zahavy et al. 2020, rlax's
+    `leaky_vtrace`) replaces each of the three clipped ratios by
+    α·min(threshold, ρ_t) + (1 − α)·ρ_t: in δ_t, in c_t (inside λ_t) and in
+    A_t. α = 1 is V-trace; α = 0 is plain importance sampling. The unclipped
+    part (1 − α)·ρ_t is not bounded: it overflows to inf where ρ_t does (log ρ
+    above about 88 in float32, 709 in float64), while the clipped part stays
+    in log space.
+
+    Shapes: the sequence inputs (`log_rhos`, `discounts`, `rewards`, `values`
+    and a per-step `lambda_`) have one rank and broadcast as in
+    scalable_agent, trfl and RLlib: the same T, and every other axis the
+    same size or size 1 (known when traced), e.g. [T, B, 1] ratios and
+    discounts with [T, B, K] rewards and values. The outputs have the
+    broadcast shape and `bootstrap_value` has it without the T axis. Ranks
+    are checked before shapes.
+
     Args:
       log_rhos: log π(a_t|x_t) − log μ(a_t|x_t), float [T, B, ...].
       discounts: γ_t, float [T, B, ...]: the discount from step t to t+1,
         zero where the episode terminated at step t.
       rewards: r_t, float [T, B, ...].
       values: V(x_t) under the target policy, float [T, B, ...]. Its dtype is
-        the dtype of the computation (float16/bfloat16 run in float32).
-      bootstrap_value: V(x_T), float [B, ...].
+        the dtype of the computation and of the outputs (float16/bfloat16 run
+        in float32): every other float input — Python number, numpy array or
+        tensor, e.g. gymnasium's float64 rewards — is cast to it, eagerly and
+        in graphs alike.
+      bootstrap_value: V(x_T), float [B, ...] of the broadcast shape.
       clip_rho_threshold: ρ̄, a positive scalar, or None for no clipping.
       clip_pg_rho_threshold: ρ̄_pg, a positive scalar, or None for no clipping.
       clip_c_threshold: c̄, a positive scalar, or None for no clipping.
@@ -327,6 +395,8 @@ def from_importance_weights(log_rhos,
         per step). Python numbers (here and for the thresholds) are compiled
         in as constants, so a new value compiles anew; pass a tensor to vary
         one from call to call without recompiling.
+      alpha_: α in [0, 1], leaky V-trace's weight of the clipped ratios
+        (a number or a scalar tensor); 1 (default) is V-trace.
       time_major: If False, every sequence input and output is [B, T, ...].
       jit_compile: Compile the recursion with XLA (default). Either way it
         runs inside a caller's `tf.function`, `jit_compile=True` function,
@@ -336,13 +406,13 @@ def from_importance_weights(log_rhos,
       name: Name scope of the ops.
 
     Returns:
-      A `VTraceReturns(vs, pg_advantages)`, each shaped and typed like `values`.
+      A `VTraceReturns(vs, pg_advantages)`, each typed like `values` and
+      shaped like the broadcast sequence inputs.
 
     Raises:
-      TypeError: An input is not floating point, or a float tensor's dtype
-        differs from `values`'.
-      ValueError: A rank or a known dimension does not match, or a threshold
-        is not positive.
+      TypeError: An input is not floating point.
+      ValueError: A rank does not match ("must have rank", checked first), a
+        known dimension does not broadcast, or a threshold is not positive.
 
     Examples:
       >>> import tensorflow as tf, tf_vtrace
@@ -355,7 +425,7 @@ def from_importance_weights(log_rhos,
       [4.0951, 3.439, 2.71, 1.9, 1.0]
     """
     with tf.name_scope(name or "from_importance_weights"):
-        tensors, lambda_, asserts = _prepare_inputs(
+        tensors, lambda_, shape, asserts = _prepare_inputs(
             log_rhos, discounts, rewards, values, bootstrap_value, lambda_,
             time_major, validate_args)
         thresholds, threshold_asserts = _prepare_thresholds(
@@ -363,12 +433,18 @@ def from_importance_weights(log_rhos,
              "clip_pg_rho_threshold": clip_pg_rho_threshold,
              "clip_c_threshold": clip_c_threshold},
             validate_args)
-        log_rhos, discounts, rewards, values, bootstrap_value = (
-            _checks.with_dependencies(asserts + threshold_asserts, tensors))
+        alpha_, alpha_asserts = _checks.check_alpha(alpha_, validate_args)
+        threshold_asserts += alpha_asserts
+        per_step_lambda = tf.is_tensor(lambda_) and bool(lambda_.shape.rank)
+        sequences = tensors[:4] + ([lambda_] if per_step_lambda else [])
+        sequences = _broadcast_sequences(
+            _checks.with_dependencies(asserts + threshold_asserts, sequences),
+            shape)
+        if per_step_lambda:
+            lambda_ = sequences.pop()
         vs, pg_advantages = _call_kernel(
-            jit_compile, time_major,
-            (log_rhos, discounts, rewards, values, bootstrap_value),
-            (lambda_, *thresholds))
+            jit_compile, time_major, (*sequences, tensors[4]),
+            (lambda_, *thresholds, alpha_))
         return VTraceReturns(vs=vs, pg_advantages=pg_advantages)
 
 
@@ -404,8 +480,20 @@ def _categorical_log_prob(logits, actions):
     return tfd.Categorical(logits=logits).log_prob(actions)
 
 
-def _check_categorical_actions(policy_logits, actions, validate_args):
-    """Integer actions in [0, num_actions) for the default Categorical head."""
+# Integer dtypes whose every value an int32 holds; the others index in int64.
+_INT32_SAFE = (tf.int8, tf.int16, tf.int32, tf.uint8, tf.uint16)
+
+
+def _categorical_action_indices(policy_logits, actions, validate_args):
+    """Integer actions of any dtype as int32/int64 indices in [0, num_actions).
+
+    The softmax cross-entropy under tfp's Categorical takes int32 or int64
+    labels only; int8, int16 and the unsigned types are cast first, to a
+    dtype that holds every value, so the range check sees the true action.
+    (A uint64 above 2**63 becomes negative in int64, which the check reports.)
+
+    Returns the indices and the run-time asserts.
+    """
     if not actions.dtype.is_integer:
         raise TypeError(
             "`actions` must be integers for Categorical heads (dist_class=None), "
@@ -417,14 +505,16 @@ def _check_categorical_actions(policy_logits, actions, validate_args):
                 f"`actions` with shape {actions.shape} must have one axis fewer "
                 f"than the logits with shape {policy_logits.shape} (the logits' "
                 "last axis indexes actions).")
+    index_dtype = tf.int32 if actions.dtype in _INT32_SAFE else tf.int64
+    indices = tf.cast(actions, index_dtype)
     if not validate_args:
-        return []
-    num_actions = tf.cast(tf.shape(policy_logits)[-1], actions.dtype)
-    return [
+        return indices, []
+    num_actions = tf.cast(tf.shape(policy_logits)[-1], index_dtype)
+    return indices, [
         tf.debugging.assert_non_negative(
-            actions, message="`actions` must be >= 0"),
+            indices, message="`actions` must be >= 0"),
         tf.debugging.assert_less(
-            actions, num_actions,
+            indices, num_actions,
             message="`actions` must be < the number of logits (last axis)"),
     ]
 
@@ -436,8 +526,9 @@ def log_probs_from_logits_and_actions(policy_logits, actions, dist_class=None,
     Args:
       policy_logits: A head's parameters, float [T, B, ..., P]. For the default
         Categorical head these are unnormalized log-probabilities over P actions.
-      actions: The actions taken: integer [T, B, ...] for Categorical heads,
-        otherwise whatever the distribution's `log_prob` takes.
+      actions: The actions taken: integer [T, B, ...] of any integer dtype
+        (int8 to int64, uint8 to uint64) for Categorical heads, otherwise
+        whatever the distribution's `log_prob` takes.
       dist_class: None for `tfp.distributions.Categorical(logits=...)`, or a
         callable `dist_class(policy_logits)` (or `dist_class(policy_logits,
         model)` when `model` is given, as in RLlib) returning a tfp
@@ -465,8 +556,8 @@ def log_probs_from_logits_and_actions(policy_logits, actions, dist_class=None,
         if dist_class is not None:
             return _make_distribution(policy_logits, dist_class, model).log_prob(
                 actions)
-        asserts = _check_categorical_actions(policy_logits, actions,
-                                             validate_args)
+        actions, asserts = _categorical_action_indices(
+            policy_logits, actions, validate_args)
         (actions,) = _checks.with_dependencies(asserts, [actions])
         log_probs = _categorical_log_prob(policy_logits, actions)
         log_probs.set_shape(tf.broadcast_static_shape(
@@ -566,6 +657,7 @@ def multi_from_logits(behaviour_policy_logits,
                       *,
                       clip_c_threshold=1.0,
                       lambda_=1.0,
+                      alpha_=1.0,
                       time_major=True,
                       jit_compile=True,
                       validate_args=False,
@@ -596,6 +688,7 @@ def multi_from_logits(behaviour_policy_logits,
       clip_pg_rho_threshold: ρ̄_pg, a positive scalar, or None.
       clip_c_threshold: c̄, a positive scalar, or None.
       lambda_: λ, a scalar or one value per step.
+      alpha_: Leaky V-trace's α, see `from_importance_weights`.
       time_major: If False, all sequences (logits and actions too) are
         [B, T, ...] and so are the outputs.
       jit_compile: Compile the recursion with XLA.
@@ -637,7 +730,7 @@ def multi_from_logits(behaviour_policy_logits,
         returns = from_importance_weights(
             log_rhos, discounts, rewards, values, bootstrap_value,
             clip_rho_threshold, clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=lambda_,
+            clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
             time_major=time_major, jit_compile=jit_compile,
             validate_args=validate_args)
         return VTraceFromLogitsReturns(
@@ -662,6 +755,7 @@ def from_logits(behaviour_policy_logits,
                 *,
                 clip_c_threshold=1.0,
                 lambda_=1.0,
+                alpha_=1.0,
                 time_major=True,
                 jit_compile=True,
                 validate_args=False,
@@ -688,6 +782,7 @@ def from_logits(behaviour_policy_logits,
       clip_pg_rho_threshold: ρ̄_pg, a positive scalar, or None.
       clip_c_threshold: c̄, a positive scalar, or None.
       lambda_: λ, a scalar or one value per step.
+      alpha_: Leaky V-trace's α, see `from_importance_weights`.
       time_major: If False, all sequences and outputs are [B, T, ...].
       jit_compile: Compile the recursion with XLA.
       validate_args: Assert run-time shapes and action ranges.
@@ -713,7 +808,7 @@ def from_logits(behaviour_policy_logits,
         rewards, values, bootstrap_value, dist_class, model,
         clip_rho_threshold=clip_rho_threshold,
         clip_pg_rho_threshold=clip_pg_rho_threshold,
-        clip_c_threshold=clip_c_threshold, lambda_=lambda_,
+        clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
         time_major=time_major, jit_compile=jit_compile,
         validate_args=validate_args, name=name or "from_logits")
     return returns._replace(
