@@ -30,6 +30,11 @@ setup(
         # (tensorflow-probability~=0.23) conflict with TF 2.21.
         "tf-agents": ["gin-config", "pillow", "tensorboard", "gym==0.23.0",
                       "pygame"],
+        # The IMPALA agent (tf_vtrace.agent, `make demo`).
+        "agent": ["gymnasium", "matplotlib", "tensorboard", "tqdm"],
+        # Atari for the agent: ale-py 0.12 bundles the ROMs; gymnasium's
+        # AtariPreprocessing resizes with OpenCV.
+        "atari": ["gymnasium", "ale-py", "opencv-python-headless"],
         "docs": ["mkdocs", "mkdocs-material", "mkdocstrings[python]"],
     },
     license="Apache-2.0",

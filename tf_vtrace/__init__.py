@@ -25,6 +25,7 @@ from tf_vtrace.keras import pack_targets
 from tf_vtrace.keras import unpack_predictions
 from tf_vtrace.keras import unpack_targets
 from tf_vtrace.export import VTraceModule
+from tf_vtrace.export import export_policy
 
 __version__ = "0.1.0"
 
@@ -52,4 +53,5 @@ __all__ = [
     "unpack_predictions",
     # SavedModel
     "VTraceModule",
+    "export_policy",
 ]
