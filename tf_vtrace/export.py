@@ -164,7 +164,8 @@ class _PolicyModule(tf.Module):
     def __init__(self, model, head_sizes, metadata):
         super().__init__(name="policy")
         self.model = model
-        self.head_sizes = tf.constant(head_sizes, tf.int32)
+        self.head_sizes = tf.Variable(head_sizes, trainable=False,
+                                      dtype=tf.int32, name="head_sizes")
         self.metadata = tf.Variable(json.dumps(metadata), trainable=False,
                                     name="metadata")
         self._head_sizes = tuple(head_sizes)

@@ -131,7 +131,8 @@ class LocalActor(ActorBackend):
         self.head_sizes = envs_lib.head_sizes(action_space)
         self.model = networks.build_network(observation_space, self.head_sizes,
                                             config.hidden_sizes)
-        self._policy = tf.function(self.model, jit_compile=config.jit_compile)
+        self._policy = tf.function(self.model, autograph=False,
+                                   jit_compile=config.jit_compile)
         self._rng = np.random.default_rng(seed)
         self._episodes = _EpisodeTracker(config.num_envs)
         self.version = 0

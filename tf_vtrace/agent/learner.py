@@ -74,9 +74,11 @@ class Learner:
         self.optimizer = keras.optimizers.Adam(
             schedule, epsilon=1e-5, global_clipnorm=config.max_grad_norm)
         self.optimizer.build(self.model.trainable_variables)
-        self._step = tf.function(self._train_step,
+        # No AutoGraph: the step has no Python control flow on tensors, and
+        # converting the library's code took most of the first call's time.
+        self._step = tf.function(self._train_step, autograph=False,
                                  jit_compile=config.jit_compile)
-        self._targets = tf.function(self._vtrace_targets)
+        self._targets = tf.function(self._vtrace_targets, autograph=False)
 
     @property
     def version(self):

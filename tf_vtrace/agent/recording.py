@@ -83,7 +83,8 @@ class Recorder:
 
     Args:
       out_dir: The run directory.
-      every: Write TensorBoard scalars every `every` updates.
+      every: Write TensorBoard scalars after the first update and every
+        `every` updates.
     """
 
     def __init__(self, out_dir, every=10):
@@ -111,7 +112,7 @@ class Recorder:
                                unroll["episode_lengths"]):
             self._episodes.writerow([env_steps, float(ret), int(length)])
             self.recent_returns.append(float(ret))
-        if self.updates % self.every:
+        if self.updates % self.every and self.updates != 1:
             return
         with self._writer.as_default(step=env_steps):
             if self.recent_returns:

@@ -30,7 +30,27 @@ from tf_vtrace.agent import learner as learner_lib
 from tf_vtrace.agent import policy_lag
 from tf_vtrace.agent import recording
 
-__all__ = ["train"]
+__all__ = ["actor_learner_step", "train"]
+
+
+def actor_learner_step(actor, learner, history):
+    """One update: the actor acts with the lagged weights, the learner learns.
+
+    Args:
+      actor: An `ActorBackend`.
+      learner: A `Learner`.
+      history: The `WeightHistory` of the learner's weights (pushed here).
+
+    Returns:
+      `(unroll, diagnostics)`.
+    """
+    version, weights = history.lagged()
+    if version != actor.version or learner.version == 0:
+        actor.set_weights(weights, version)
+    unroll = actor.collect()
+    diagnostics = learner.step(unroll)
+    history.push(learner.version, learner.get_weights())
+    return unroll, diagnostics
 
 
 def _progress_bar(config, enabled):
@@ -68,12 +88,7 @@ def train(config, out_dir, progress=True):
     env_steps, interrupted, loop_start = 0, False, time.time()
     try:
         for _ in range(config.num_updates):
-            version, weights = history.lagged()
-            if version != actor.version or env_steps == 0:
-                actor.set_weights(weights, version)
-            unroll = actor.collect()
-            diagnostics = learner.step(unroll)
-            history.push(learner.version, learner.get_weights())
+            unroll, diagnostics = actor_learner_step(actor, learner, history)
             env_steps += config.steps_per_update
             elapsed = time.time() - loop_start
             rates = {"env_steps_per_s": env_steps / elapsed,
