@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv demo test test-slow docs bench bench-core clean
+.PHONY: venv demo demo-eval learn-full ablation test test-slow docs bench bench-core clean
 
 venv: $(STAMP)
 
@@ -20,8 +20,24 @@ $(STAMP): setup.py constraints.txt
 	$(PIP) install --quiet --no-deps -c constraints.txt tf-agents==0.19.0
 	touch $(STAMP)
 
+# The IMPALA agent learns CartPole-v1 (docs/agent.md): progress bar, then
+# runs/demo/{learning_curve.png,tensorboard,checkpoints,policy}; the
+# SavedModel is then evaluated over 20 episodes in a fresh process.
+DEMO_OUT ?= runs/demo
 demo: venv
-	$(PY) examples/vtrace_targets.py
+	$(PY) -m tf_vtrace.agent train --env CartPole-v1 --out $(DEMO_OUT)
+	$(MAKE) --no-print-directory demo-eval
+
+demo-eval: venv
+	$(PY) -m tf_vtrace.agent evaluate $(DEMO_OUT)/policy --episodes 20
+
+# Three seeds of the demo run, with evaluation (docs/agent_seeds.json).
+learn-full: venv
+	$(PY) benchmarks/agent_learning.py seeds --seeds 0 1 2
+
+# V-trace vs no correction at policy lags 0, 8, 32 (docs/agent_ablation.png).
+ablation: venv
+	$(PY) benchmarks/agent_learning.py ablation --seeds 0 1 2 --lags 0 8 32
 
 test: venv
 	$(PY) -m pytest -q -n 2 tests

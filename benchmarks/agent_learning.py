@@ -10,8 +10,8 @@ also draws the figure.
 
 `seeds` trains CartPole-v1 with the default Config (500k env steps) and prints
 a markdown table per seed (eval returns, env steps, wall and CPU seconds).
-`ablation` trains V-trace and no correction (ρ = c = 1) at policy lag 0 and
-`--lag`, `--steps` env steps each, and plots the running mean return of the
+`ablation` trains V-trace and no correction (ρ = c = 1) at each policy lag
+of `--lags`, `--steps` env steps each, and plots the running mean return of the
 training episodes (mean over seeds, shaded min–max) in one PNG.
 """
 
@@ -42,7 +42,11 @@ def _agent(*args):
 
 
 def run(out, *flags):
-    """Trains into `out`, evaluates greedy and sampled; returns the record."""
+    """Trains into `out`, evaluates greedy and sampled; returns the record
+    (kept in ``out/record.json``: a finished run is not trained again)."""
+    cached = out / "record.json"
+    if cached.exists() and json.loads(cached.read_text())["flags"] == list(flags):
+        return json.loads(cached.read_text())
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.time()
     summary = _agent("train", "--out", str(out), "--no-progress", *flags)
@@ -54,6 +58,8 @@ def run(out, *flags):
         extra = ["--sampled"] if mode == "sampled" else []
         record[f"eval_{mode}"] = _agent("evaluate", str(out / "policy"),
                                         "--episodes", "20", *extra)["mean_return"]
+    record["flags"] = list(flags)
+    cached.write_text(json.dumps(record))
     print(json.dumps(record), flush=True)
     return record
 
@@ -114,8 +120,8 @@ def main():
     parser.add_argument("mode", choices=("seeds", "ablation"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=None,
-                        help="env steps per run (seeds: 500000, ablation: 300000)")
-    parser.add_argument("--lag", type=int, default=8)
+                        help="env steps per run (default 500000)")
+    parser.add_argument("--lags", type=int, nargs="+", default=[0, 8, 32])
     parser.add_argument("--runs-dir", default="runs")
     parser.add_argument("--out", default=None, help="JSON (and PNG) path stem")
     args = parser.parse_args()
@@ -129,9 +135,9 @@ def main():
                                "--total-env-steps", str(steps)))
         print(seeds_table(records))
     else:
-        steps = args.steps or 300_000
+        steps = args.steps or 500_000
         for seed in args.seeds:
-            for lag in (0, args.lag):
+            for lag in args.lags:
                 for name, flags in SETTINGS:
                     name_ = f"{'vtrace' if not flags else 'nocorr'}_lag{lag}_seed{seed}"
                     record = run(runs_dir / name_, "--seed", str(seed),
