@@ -10,7 +10,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv venv-demo demo test test-slow docs bench bench-core clean
+.PHONY: venv venv-demo demo demo-eval learn-full ablation test test-slow docs bench bench-core clean
 
 venv: $(STAMP)
 venv-demo: $(DEMO_STAMP)
@@ -24,7 +24,7 @@ $(DEMO_STAMP): setup.py constraints.txt | $(VENV)/bin/python
 	touch $(DEMO_STAMP)
 
 $(STAMP): setup.py constraints.txt | $(VENV)/bin/python
-	$(PIP) install --quiet -c constraints.txt -e '.[agent,test,docs,examples,tf-agents]'
+	$(PIP) install --quiet -c constraints.txt -e '.[agent,atari,test,docs,examples,tf-agents]'
 	# The TF-Agents guide's code runs in the tests. TF-Agents 0.19 declares pins
 	# that conflict with TF 2.21; its real needs come with the extra above.
 	$(PIP) install --quiet --no-deps -c constraints.txt tf-agents==0.19.0
@@ -32,8 +32,24 @@ $(STAMP): setup.py constraints.txt | $(VENV)/bin/python
 
 # On a machine without a GPU, TensorFlow logs a CUDA "failed call to cuInit"
 # error at start-up; level 3 keeps TensorFlow's C++ errors out of the demo.
+# The IMPALA agent learns CartPole-v1 (docs/agent.md): progress bar, then
+# runs/demo/{learning_curve.png,tensorboard,checkpoints,policy}; the
+# SavedModel is then evaluated over 20 episodes in a fresh process.
+DEMO_OUT ?= runs/demo
 demo: venv-demo
-	TF_CPP_MIN_LOG_LEVEL=3 $(PY) examples/vtrace_targets.py
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_vtrace.agent train --env CartPole-v1 --out $(DEMO_OUT)
+	$(MAKE) --no-print-directory demo-eval
+
+demo-eval: venv-demo
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_vtrace.agent evaluate $(DEMO_OUT)/policy --episodes 20
+
+# Three seeds of the demo run, with evaluation (docs/agent_seeds.json).
+learn-full: venv
+	$(PY) benchmarks/agent_learning.py seeds --seeds 0 1 2
+
+# V-trace vs no correction at policy lags 0, 8, 32 (docs/agent_ablation.png).
+ablation: venv
+	$(PY) benchmarks/agent_learning.py ablation --seeds 0 1 2 --lags 0 8 32
 
 test: venv
 	$(PY) -m pytest -q -n 2 tests

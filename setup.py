@@ -28,13 +28,16 @@ setup(
     extras_require={
         "test": ["pytest", "hypothesis", "pytest-xdist", "gymnasium"],
         "examples": ["gymnasium>=1.0,<1.5"],
-        # What `make demo` installs: nothing for tests or docs.
-        "agent": ["gymnasium>=1.0,<1.5"],
         # What TF-Agents 0.19 really needs beside TF 2.21. tf-agents itself is
         # installed with --no-deps (Makefile): its declared pins
         # (tensorflow-probability~=0.23) conflict with TF 2.21.
         "tf-agents": ["gin-config", "pillow", "tensorboard", "gym==0.23.0",
                       "pygame", "numpy<2.4"],
+        # The IMPALA agent (tf_vtrace.agent): all `make demo` installs.
+        "agent": ["gymnasium>=1.0,<1.5", "matplotlib", "tensorboard", "tqdm"],
+        # Atari for the agent: ale-py 0.12 bundles the ROMs; gymnasium's
+        # AtariPreprocessing resizes with OpenCV.
+        "atari": ["gymnasium", "ale-py", "opencv-python-headless"],
         "docs": ["mkdocs", "mkdocs-material", "mkdocstrings[python]"],
     },
     license="Apache-2.0",

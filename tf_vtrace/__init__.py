@@ -26,6 +26,7 @@ from tf_vtrace.keras import unpack_predictions
 from tf_vtrace.keras import unpack_targets
 from tf_vtrace.export import VTraceModule
 from tf_vtrace.layout import make_time_major
+from tf_vtrace.export import export_policy
 
 __version__ = "0.1.0"
 
@@ -55,4 +56,5 @@ __all__ = [
     "VTraceModule",
     # Layout (RLlib's flat batches)
     "make_time_major",
+    "export_policy",
 ]

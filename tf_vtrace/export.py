@@ -12,13 +12,19 @@ action head; the options (clipping thresholds, λ, costs, reduction,
 `pg_target`) are fixed when the module is built and saved with it.
 `tf.saved_model.load` gives back both functions, in another process too,
 without tf_vtrace installed.
+
+`export_policy` writes a trained policy network (a Keras model observations →
+(logits, value)) as a SavedModel whose ``act`` function maps a batch of
+observations to logits, value, the greedy and a sampled action per head.
 """
+
+import json
 
 import tensorflow as tf
 
 from tf_vtrace import impala
 
-__all__ = ["VTraceModule"]
+__all__ = ["VTraceModule", "export_policy", "split_heads"]
 
 
 def _spec(shape, name, dtype=tf.float32):
@@ -126,3 +132,100 @@ class VTraceModule(tf.Module):
         """
         return {"vtrace_targets": self.vtrace_targets.get_concrete_function(),
                 "loss": self.loss.get_concrete_function()}
+
+
+# --- The trained policy --------------------------------------------------------
+
+
+def split_heads(logits, head_sizes):
+    """[..., Σ A_h] logits → a list of [..., A_h], one per action head.
+
+    Args:
+      logits: Concatenated logits, a tensor or a numpy array.
+      head_sizes: Actions per head, e.g. ``(2, 3)``.
+
+    Returns:
+      A list with one slice of `logits` per head.
+
+    Examples:
+      >>> import numpy as np
+      >>> [h.shape for h in split_heads(np.zeros([4, 5]), (2, 3))]
+      [(4, 2), (4, 3)]
+    """
+    bounds = [0]
+    for size in head_sizes:
+        bounds.append(bounds[-1] + int(size))
+    return [logits[..., lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+class _PolicyModule(tf.Module):
+    """What `export_policy` saves: the model, its head layout, metadata."""
+
+    def __init__(self, model, head_sizes, metadata):
+        super().__init__(name="policy")
+        self.model = model
+        self.head_sizes = tf.Variable(head_sizes, trainable=False,
+                                      dtype=tf.int32, name="head_sizes")
+        self.metadata = tf.Variable(json.dumps(metadata), trainable=False,
+                                    name="metadata")
+        self._head_sizes = tuple(head_sizes)
+        spec = tf.TensorSpec([None] + list(model.input_shape[1:]), tf.float32,
+                             name="observations")
+        self.act = tf.function(self._act, input_signature=[spec])
+
+    def _act(self, observations):
+        logits, value = self.model(observations, training=False)
+        heads = split_heads(logits, self._head_sizes)
+        greedy = [tf.argmax(h, axis=-1, output_type=tf.int32) for h in heads]
+        sampled = [tf.random.categorical(h, 1, dtype=tf.int32)[:, 0]
+                   for h in heads]
+        return {"logits": logits, "value": value,
+                "greedy_action": tf.stack(greedy, axis=-1),
+                "sampled_action": tf.stack(sampled, axis=-1)}
+
+
+def export_policy(model, path, head_sizes=None, metadata=None):
+    """Writes a trained policy as a SavedModel with one ``act`` signature.
+
+    ``act(observations)`` takes float32 observations [N, ...] (N is None: any
+    batch) and returns a dict: ``logits`` [N, Σ A_h], ``value`` [N],
+    ``greedy_action`` and ``sampled_action`` [N, H] int32 (one column per
+    head; the sample draws from Categorical(logits) of each head). It is also
+    the ``serving_default`` signature. Reload with `tf.saved_model.load(path)`
+    (tf_vtrace not needed); the loaded object has ``act``, ``head_sizes`` and
+    ``metadata`` (a JSON string variable).
+
+    Args:
+      model: A Keras model mapping observations [N, ...] to
+        ``(logits [N, Σ A_h], value [N])``, like `tf_vtrace.agent`'s networks.
+      path: The SavedModel directory to write.
+      head_sizes: Actions per head; None: one head with every logit.
+      metadata: A JSON-serializable dict saved with the policy (e.g. the env
+        id it was trained on); None: an empty dict.
+
+    Returns:
+      `path`, as a string.
+
+    Examples:
+      >>> import keras, numpy as np, tensorflow as tf, tempfile, os
+      >>> from tf_vtrace.export import export_policy
+      >>> x = keras.Input((4,))
+      >>> model = keras.Model(x, [keras.layers.Dense(2)(x),
+      ...                         keras.layers.Reshape(())(keras.layers.Dense(1)(x))])
+      >>> path = export_policy(model, os.path.join(tempfile.mkdtemp(), "policy"),
+      ...                      metadata={"env_id": "CartPole-v1"})
+      >>> policy = tf.saved_model.load(path)
+      >>> out = policy.act(np.zeros([3, 4], np.float32))
+      >>> out["greedy_action"].shape, out["value"].shape
+      (TensorShape([3, 1]), TensorShape([3]))
+    """
+    num_logits = int(model.output_shape[0][-1])
+    head_sizes = (num_logits,) if head_sizes is None else tuple(
+        int(h) for h in head_sizes)
+    if sum(head_sizes) != num_logits:
+        raise ValueError(f"`head_sizes` {head_sizes} must sum to the model's "
+                         f"{num_logits} logits.")
+    module = _PolicyModule(model, head_sizes, metadata or {})
+    tf.saved_model.save(module, str(path),
+                        signatures={"serving_default": module.act})
+    return str(path)

@@ -1,0 +1,154 @@
+"""The agent's measured learning runs: the seeds table and the ablation figure.
+
+Every run is `python -m tf_vtrace.agent train` in its own process, followed
+by `python -m tf_vtrace.agent evaluate` of its SavedModel (greedy and sampled,
+20 episodes each) in fresh processes. Results go to a JSON file; `--ablation`
+also draws the figure.
+
+    python benchmarks/agent_learning.py seeds --seeds 0 1 2          # make learn-full
+    python benchmarks/agent_learning.py ablation --seeds 0 1 2       # make ablation
+
+`seeds` trains CartPole-v1 with the default Config (500k env steps) and prints
+a markdown table per seed (eval returns, env steps, wall and CPU seconds).
+`ablation` trains V-trace and no correction (ρ = c = 1) at each policy lag
+of `--lags`, `--steps` env steps each, and plots the running mean return of the
+training episodes (mean over seeds, shaded min–max) in one PNG.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tf_vtrace.agent import recording  # noqa: E402
+
+
+def _agent(*args):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run([sys.executable, "-m", "tf_vtrace.agent", *args],
+                            env=env, capture_output=True, text=True, check=False)
+    if result.returncode:
+        raise RuntimeError(result.stdout + result.stderr[-3000:])
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def run(out, *flags):
+    """Trains into `out`, evaluates greedy and sampled; returns the record
+    (kept in ``out/record.json``: a finished run is not trained again)."""
+    cached = out / "record.json"
+    if cached.exists() and json.loads(cached.read_text())["flags"] == list(flags):
+        return json.loads(cached.read_text())
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.time()
+    summary = _agent("train", "--out", str(out), "--no-progress", *flags)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    record = dict(summary, process_wall_s=round(time.time() - start, 1),
+                  process_cpu_s=round(after.ru_utime + after.ru_stime
+                                      - before.ru_utime - before.ru_stime, 1))
+    for mode in ("greedy", "sampled"):
+        extra = ["--sampled"] if mode == "sampled" else []
+        record[f"eval_{mode}"] = _agent("evaluate", str(out / "policy"),
+                                        "--episodes", "20", *extra)["mean_return"]
+    record["flags"] = list(flags)
+    cached.write_text(json.dumps(record))
+    print(json.dumps(record), flush=True)
+    return record
+
+
+def seeds_table(records):
+    """The markdown table of the seeds runs."""
+    lines = ["| seed | eval return, greedy (20 ep.) | eval return, sampled (20 ep.) "
+             "| training return (last 100) | env steps | wall s (training process) "
+             "| CPU s (training process) |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in records:
+        lines.append(
+            f"| {r['seed']} | {r['eval_greedy']:.1f} | {r['eval_sampled']:.1f} "
+            f"| {r['mean_return_last_100']:.1f} | {r['env_steps']:,} "
+            f"| {r['process_wall_s']:.0f} | {r['process_cpu_s']:.0f} |")
+    return "\n".join(lines)
+
+
+SETTINGS = (("V-trace", []), ("no correction", ["--no-correction"]))
+
+
+def plot_ablation(records, runs_dir, png_path, window=100):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lags = sorted({r["policy_lag"] for r in records})
+    figure, axes = plt.subplots(1, len(lags), figsize=(6 * len(lags), 4),
+                                sharey=True, squeeze=False)
+    grid = np.linspace(0, max(r["env_steps"] for r in records), 200)
+    for axis, lag in zip(axes[0], lags):
+        for name, _ in SETTINGS:
+            runs = [r for r in records if r["policy_lag"] == lag
+                    and r["setting"] == name]
+            curves = []
+            for r in runs:
+                steps, returns = recording.read_episodes(
+                    runs_dir / r["run"] / "episodes.csv")
+                curves.append(np.interp(grid, steps,
+                                        recording.running_mean(returns, window)))
+            curves = np.array(curves)
+            evals = ", ".join(f"{r['eval_greedy']:.0f}" for r in runs)
+            line, = axis.plot(grid, curves.mean(0),
+                              label=f"{name} (greedy eval: {evals})")
+            axis.fill_between(grid, curves.min(0), curves.max(0),
+                              color=line.get_color(), alpha=0.2)
+        axis.set_title(f"CartPole-v1, policy lag {lag}, {len(runs)} seeds")
+        axis.set_xlabel("environment steps")
+        axis.grid(alpha=0.3)
+        axis.legend(loc="upper left", fontsize=8)
+    axes[0][0].set_ylabel(f"training return (mean of last {window} episodes)")
+    figure.tight_layout()
+    figure.savefig(png_path, dpi=100)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=("seeds", "ablation"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=None,
+                        help="env steps per run (default 500000)")
+    parser.add_argument("--lags", type=int, nargs="+", default=[0, 8, 32])
+    parser.add_argument("--runs-dir", default="runs")
+    parser.add_argument("--out", default=None, help="JSON (and PNG) path stem")
+    args = parser.parse_args()
+    runs_dir = pathlib.Path(args.runs_dir) / args.mode
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    records = []
+    if args.mode == "seeds":
+        steps = args.steps or 500_000
+        for seed in args.seeds:
+            records.append(run(runs_dir / f"seed{seed}", "--seed", str(seed),
+                               "--total-env-steps", str(steps)))
+        print(seeds_table(records))
+    else:
+        steps = args.steps or 500_000
+        for seed in args.seeds:
+            for lag in args.lags:
+                for name, flags in SETTINGS:
+                    name_ = f"{'vtrace' if not flags else 'nocorr'}_lag{lag}_seed{seed}"
+                    record = run(runs_dir / name_, "--seed", str(seed),
+                                 "--policy-lag", str(lag),
+                                 "--total-env-steps", str(steps), *flags)
+                    records.append(dict(record, setting=name, run=name_))
+    stem = pathlib.Path(args.out or (ROOT / "docs" / f"agent_{args.mode}"))
+    stem.with_suffix(".json").write_text(json.dumps(records, indent=1))
+    if args.mode == "ablation":
+        plot_ablation(records, runs_dir, stem.with_suffix(".png"))
+
+
+if __name__ == "__main__":
+    main()

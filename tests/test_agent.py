@@ -1,0 +1,213 @@
+"""The IMPALA agent (tf_vtrace.agent): config errors, the unroll contract,
+truncation on a real CartPole-v1 time limit, the policy lag, the export."""
+import os
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from tf_vtrace.agent import actor as actor_lib
+from tf_vtrace.agent import envs
+from tf_vtrace.agent import learner as learner_lib
+from tf_vtrace.agent import policy_lag
+from tf_vtrace.agent import train as train_lib
+from tf_vtrace.agent.config import Config
+from vtrace_reference import categorical_log_probs, vtrace_reference
+
+GAMMA = 0.99
+
+
+# --- Configuration -----------------------------------------------------------
+
+@pytest.mark.parametrize("changes, field, expected", [
+    (dict(env_id="NoSuchEnv-v0"), "env_id", "not a registered"),
+    (dict(env_id="Pendulum-v1"), "env_id", "Discrete"),
+    (dict(env_id="MountainCarContinuous-v0"), "env_id", "Discrete"),
+    (dict(unroll_length=0), "unroll_length", ">= 1"),
+    (dict(policy_lag=-1), "policy_lag", ">= 0"),
+    (dict(num_envs=0), "num_envs", ">= 1"),
+    (dict(learning_rate=0.), "learning_rate", "positive"),
+    (dict(discount=1.5), "discount", "[0, 1]"),
+    (dict(unroll_length=2.5), "unroll_length", "integer"),
+])
+def test_bad_config_names_the_field(changes, field, expected):
+    with pytest.raises(ValueError, match=rf"Config\.{field}.*") as error:
+        Config(**changes)
+    assert expected in str(error.value)
+
+
+def test_cli_rejects_bad_config_before_any_work(tmp_path):
+    out = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "-m", "tf_vtrace.agent", "train", "--out", str(out),
+         "--env", "Pendulum-v1"], capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 2, result.stderr
+    assert "Config.env_id" in result.stderr and "Discrete" in result.stderr
+    assert not out.exists()  # nothing was started
+
+
+# --- The unroll contract and truncation --------------------------------------
+
+T, B, LIMIT = 12, 3, 5
+
+
+@pytest.fixture(scope="module")
+def truncating_run():
+    """A real CartPole-v1 with a 5-step time limit: every episode is truncated
+    (CartPole cannot fall within 5 steps), at t = 4 and t = 9 of the unroll.
+    The actor keeps its own random weights, so μ ≠ π and ρ is not 1."""
+    config = Config(num_envs=B, unroll_length=T, max_episode_steps=LIMIT,
+                    seed=3, jit_compile=False)
+    actor = actor_lib.LocalActor(config)
+    unroll = actor.collect()
+    learner = learner_lib.Learner(config, envs.env_spaces(config.env_id)[0],
+                                  actor.head_sizes)
+    yield config, actor, unroll, learner
+    actor.close()
+
+
+def test_unroll_contract_shapes_and_dtypes(truncating_run):
+    _, _, unroll, _ = truncating_run
+    assert set(unroll) == set(actor_lib.UNROLL_KEYS)
+    expected = {
+        "observations": ((T + 1, B, 4), np.float32),
+        "actions": ((T, B, 1), np.int32),
+        "behaviour_logits": ((T, B, 2), np.float32),
+        "rewards": ((T, B), np.float32), "discounts": ((T, B), np.float32),
+        "terminated": ((T, B), np.bool_), "truncated": ((T, B), np.bool_),
+        "final_observations": ((T, B, 4), np.float32),
+        "truncation_values": ((T, B), np.float32),
+        "policy_version": ((), np.int64),
+    }
+    for key, (shape, dtype) in expected.items():
+        assert unroll[key].shape == shape, key
+        assert unroll[key].dtype == dtype, key
+    assert unroll["episode_returns"].tolist() == [float(LIMIT)] * (2 * B)
+
+
+def test_truncation_is_kept_apart_from_termination(truncating_run):
+    _, _, unroll, _ = truncating_run
+    truncated_steps = np.zeros((T, B), bool)
+    truncated_steps[[LIMIT - 1, 2 * LIMIT - 1]] = True
+    np.testing.assert_array_equal(unroll["truncated"], truncated_steps)
+    assert not unroll["terminated"].any()
+    # Truncation is not termination: the discount stays γ.
+    np.testing.assert_array_equal(unroll["discounts"], np.full((T, B), GAMMA, np.float32))
+
+
+def test_final_observation_matches_a_separate_env(truncating_run):
+    """An independent replay: one gymnasium env per column, same seed and
+    actions. x_{t+1} after the truncation is the next episode's reset; the
+    truncated episode's own last state is in final_observations."""
+    config, _, unroll, _ = truncating_run
+    for b in range(B):
+        env = gym.make("CartPole-v1", max_episode_steps=LIMIT)
+        obs, _ = env.reset(seed=config.seed + b)
+        np.testing.assert_array_equal(unroll["observations"][0, b], obs)
+        for t in range(T):
+            obs, _, terminated, truncated, _ = env.step(int(unroll["actions"][t, b, 0]))
+            np.testing.assert_array_equal(unroll["final_observations"][t, b], obs)
+            if truncated:
+                obs, _ = env.reset()
+                assert not np.allclose(unroll["observations"][t + 1, b], unroll[
+                    "final_observations"][t, b])
+            np.testing.assert_array_equal(unroll["observations"][t + 1, b], obs)
+        env.close()
+
+
+def test_actor_truncation_values_are_its_value_of_the_final_observation(truncating_run):
+    _, actor, unroll, _ = truncating_run
+    truncated = unroll["truncated"]
+    _, values = actor.model(unroll["final_observations"][truncated])
+    np.testing.assert_allclose(unroll["truncation_values"][truncated], values,
+                               rtol=1e-5, atol=1e-6)
+    assert not unroll["truncation_values"][~truncated].any()
+
+
+def _reference_targets(model, unroll, truncation_as_terminal=False):
+    """vs and A_t from the float64 reference, with V from calling the Keras
+    model directly: a truncated step gets r + γ V(final obs) and no trace."""
+    logits, values = (np.asarray(x, np.float64) for x in model(
+        unroll["observations"].reshape(-1, 4)))
+    logits, values = logits.reshape(T + 1, B, 2), values.reshape(T + 1, B)
+    _, final_values = model(unroll["final_observations"].reshape(-1, 4))
+    final_values = np.asarray(final_values, np.float64).reshape(T, B)
+    actions = unroll["actions"][..., 0]
+    log_rhos = (categorical_log_probs(logits[:T], actions)
+                - categorical_log_probs(unroll["behaviour_logits"], actions))
+    truncated = unroll["truncated"]
+    rewards = unroll["rewards"].astype(np.float64)
+    if not truncation_as_terminal:
+        rewards = np.where(truncated, rewards + GAMMA * final_values, rewards)
+    discounts = np.where(truncated, 0., unroll["discounts"])
+    vs, advantages = vtrace_reference(log_rhos, discounts, rewards, values[:T],
+                                      values[T])
+    return vs, advantages, log_rhos
+
+
+def test_learner_targets_bootstrap_truncation_from_final_value(truncating_run):
+    _, _, unroll, learner = truncating_run
+    targets = learner.vtrace_targets(unroll)
+    vs, advantages, log_rhos = _reference_targets(learner.model, unroll)
+    # Clipping is active on both sides of 1 in this data.
+    assert (log_rhos > 0).any() and (log_rhos < 0).any()
+    np.testing.assert_allclose(targets["vs"], vs, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(targets["pg_advantages"], advantages, rtol=1e-4,
+                               atol=1e-4)
+    # Treating the time limit as a terminal would give other targets.
+    terminal_vs, _, _ = _reference_targets(learner.model, unroll, True)
+    assert np.abs(terminal_vs - vs).max() > 1e-2
+
+
+def test_no_correction_forces_rho_to_one(truncating_run):
+    config, _, unroll, _ = truncating_run
+    ablation = config.replace(correction=False)
+    learner = learner_lib.Learner(ablation, envs.env_spaces(config.env_id)[0], (2,))
+    targets = learner.vtrace_targets(unroll)
+    logits, values = learner.model(unroll["observations"].reshape(-1, 4))
+    values = np.asarray(values, np.float64).reshape(T + 1, B)
+    _, final_values = learner.model(unroll["final_observations"].reshape(-1, 4))
+    truncated = unroll["truncated"]
+    rewards = np.where(truncated, unroll["rewards"] + GAMMA * np.asarray(
+        final_values).reshape(T, B), unroll["rewards"])
+    discounts = np.where(truncated, 0., unroll["discounts"])
+    vs, _ = vtrace_reference(np.zeros((T, B)), discounts, rewards, values[:T],
+                             values[T])  # ρ = c = 1: plain n-step returns
+    np.testing.assert_allclose(targets["vs"], vs, rtol=1e-4, atol=1e-4)
+
+
+# --- Policy lag --------------------------------------------------------------
+
+def test_weight_history_returns_the_weights_lag_updates_old():
+    history = policy_lag.WeightHistory(lag=3)
+    for version in range(10):
+        history.push(version, [np.full(2, version)])
+        expected = max(0, version - 3)
+        assert history.lagged()[0] == expected
+        assert history.lagged()[1][0][0] == expected
+
+
+@pytest.mark.parametrize("lag", [0, 2])
+def test_actor_acts_with_learner_weights_from_lag_updates_ago(lag):
+    config = Config(num_envs=2, unroll_length=4, policy_lag=lag, seed=1,
+                    jit_compile=False, learning_rate=0.05)
+    actor = actor_lib.LocalActor(config)
+    learner = learner_lib.Learner(config, envs.env_spaces(config.env_id)[0],
+                                  actor.head_sizes)
+    history = policy_lag.WeightHistory(lag)
+    history.push(0, learner.get_weights())
+    snapshots = [learner.get_weights()]  # learner weights after k updates
+    for k in range(5):
+        unroll, diagnostics = train_lib.actor_learner_step(actor, learner, history)
+        expected = max(0, k - lag)
+        assert int(unroll["policy_version"]) == expected
+        assert diagnostics["policy_lag"] == k - expected
+        for acting, old in zip(actor.model.get_weights(), snapshots[expected]):
+            np.testing.assert_array_equal(acting, old)
+        snapshots.append(learner.get_weights())
+    # The learner did move: the snapshots differ.
+    assert not np.array_equal(snapshots[0][0], snapshots[-1][0])
+    actor.close()

@@ -1,0 +1,141 @@
+"""The agent end to end: a bounded run writes every output, Ctrl-C still
+leaves them, the SavedModel acts in a fresh process; the multi-discrete and
+Atari paths run. The full learning run is `slow` (`make learn-full`)."""
+import glob
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tf_vtrace.agent import envs
+from tf_vtrace.agent.config import Config
+from tf_vtrace.agent.train import train
+
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+
+
+def _agent(*args, timeout=300):
+    result = subprocess.run([sys.executable, "-m", "tf_vtrace.agent", *args],
+                            capture_output=True, text=True, timeout=timeout,
+                            env=ENV)
+    assert result.returncode == 0, result.stdout + result.stderr[-4000:]
+    return result.stdout
+
+
+def _assert_outputs(out, interrupted):
+    out = pathlib.Path(out)
+    assert glob.glob(str(out / "tensorboard" / "events.out.tfevents.*"))
+    assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert glob.glob(str(out / "checkpoints" / "ckpt-*.index"))
+    assert (out / "policy" / "saved_model.pb").exists()
+    assert (out / "episodes.csv").read_text().startswith("env_steps,return,length")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is interrupted
+    return summary
+
+
+def _last_checkpoint(out):
+    """The highest update number among the kept checkpoints (0: none)."""
+    numbers = [int(path.rsplit("-", 1)[1].split(".")[0]) for path in
+               glob.glob(str(pathlib.Path(out) / "checkpoints" / "ckpt-*.index"))]
+    return max(numbers, default=0)
+
+
+def _tensorboard_tags(out):
+    import tensorflow as tf
+    tags = set()
+    for path in glob.glob(str(pathlib.Path(out) / "tensorboard" / "events.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            tags.update(value.tag for value in event.summary.value)
+    return tags
+
+
+def test_ctrl_c_leaves_curve_checkpoint_and_a_policy_that_acts(tmp_path):
+    """SIGINT to a long run after its first updates: the run still writes its
+    curve, a last checkpoint, the SavedModel and the summary; the SavedModel
+    then plays CartPole in a fresh process."""
+    out = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tf_vtrace.agent", "train", "--out", str(out),
+         "--num-envs", "4", "--unroll-length", "16", "--checkpoint-every", "1",
+         "--total-env-steps", "10000000", "--no-progress",
+         "--jit-compile", "false"],
+        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    # Wait until two updates are done (TensorBoard is written after the first).
+    while _last_checkpoint(out) < 2:
+        assert process.poll() is None, process.communicate()
+        assert time.time() < deadline, "no checkpoint within 240 s"
+        time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stdout + stderr[-4000:]
+    summary = _assert_outputs(out, interrupted=True)
+    assert 2 <= summary["learner_updates"] < 10000000 // 64
+    assert {"episode/mean_return", "learner/rho_clipped_fraction",
+            "learner/mean_rho", "learner/entropy", "learner/kl",
+            "learner/policy_lag", "learner/policy_loss"} <= _tensorboard_tags(out)
+
+    evaluation = _agent("evaluate", str(out / "policy"), "--episodes", "3")
+    result = json.loads(evaluation.strip().splitlines()[-1])
+    assert result["episodes"] == 3
+    assert all(1 <= r <= 500 for r in result["returns"])
+
+
+def test_multi_discrete_path_trains_with_two_heads(tmp_path):
+    config = Config(env_id=envs.MULTI_DISCRETE_ID, num_envs=4, unroll_length=10,
+                    total_env_steps=200, policy_lag=1, jit_compile=False)
+    summary = train(config, str(tmp_path), progress=False)
+    _assert_outputs(tmp_path, interrupted=False)
+    assert summary["env_steps"] == 200
+    import tensorflow as tf
+    policy = tf.saved_model.load(str(tmp_path / "policy"))
+    assert policy.head_sizes.numpy().tolist() == [2, 3]
+    actions = policy.act(np.zeros([5, 4], np.float32))["sampled_action"].numpy()
+    assert actions.shape == (5, 2)
+    assert (actions[:, 0] < 2).all() and (actions[:, 1] < 3).all()
+
+
+def test_cartpole_force_env_uses_both_heads():
+    env = envs.make_env(envs.MULTI_DISCRETE_ID)
+    changes = []
+    for force in range(3):
+        start, _ = env.reset(seed=0)
+        obs, *_ = env.step(np.array([1, force]))
+        changes.append(obs[1] - start[1])
+    env.close()
+    # The cart's velocity change in one push is proportional to the force
+    # (same start state, so the pole's share, under 0.5 %, is the same).
+    np.testing.assert_allclose(np.array(changes) / changes[1],
+                               envs.FORCE_SCALES, rtol=1e-2)
+
+
+def test_atari_path_preprocesses_and_trains(tmp_path):
+    pytest.importorskip("ale_py")
+    observation_space, action_space = envs.env_spaces("ALE/Pong-v5")
+    assert observation_space.shape == (4, 84, 84)
+    assert observation_space.dtype == np.uint8
+    config = Config(env_id="ALE/Pong-v5", num_envs=2, unroll_length=4,
+                    total_env_steps=16, reward_clip=1.0, jit_compile=False)
+    summary = train(config, str(tmp_path), progress=False)
+    _assert_outputs(tmp_path, interrupted=False)
+    assert summary["learner_updates"] == 2
+    import tensorflow as tf
+    policy = tf.saved_model.load(str(tmp_path / "policy"))
+    out = policy.act(np.zeros([1, 4, 84, 84], np.float32))
+    assert out["logits"].shape == (1, action_space.n)
+
+
+@pytest.mark.slow
+def test_full_run_learns_cartpole(tmp_path):
+    """The demo's default Config: ≥ 475 over 20 greedy evaluation episodes."""
+    _agent("train", "--out", str(tmp_path), "--no-progress", timeout=1200)
+    result = json.loads(_agent("evaluate", str(tmp_path / "policy"))
+                        .strip().splitlines()[-1])
+    assert result["mean_return"] >= 475, result

@@ -1,0 +1,190 @@
+"""Actors: step vector environments with a (lagged) copy of the policy.
+
+The actor side is engine-neutral, so that other backends (processes, Ray) can
+stand behind the same contract:
+
+* weights travel as a list of numpy arrays (`keras.Model.get_weights()`),
+  with the learner version that produced them;
+* an unroll is a dict of numpy arrays, time-major, T steps of B envs:
+
+  ====================== ================= =====================================
+  key                    shape, dtype      meaning
+  ====================== ================= =====================================
+  ``observations``       [T+1, B, ...]     x_0 … x_T (x_T bootstraps)
+  ``actions``            [T, B, H] int32   a_t, one column per action head
+  ``behaviour_logits``   [T, B, ΣA] f32    μ's logits, heads concatenated
+  ``rewards``            [T, B] f32        r_t (clipped if configured)
+  ``discounts``          [T, B] f32        γ, 0 where the episode terminated
+  ``terminated``         [T, B] bool       the MDP ended (no bootstrap)
+  ``truncated``          [T, B] bool       the time limit ended it (bootstrap)
+  ``final_observations`` [T, B, ...]       x_{t+1} of the episode that ended
+                                           at t (else equal to x_{t+1})
+  ``truncation_values``  [T, B] f32        μ's V(final obs) where truncated
+  ``policy_version``     [] int64          learner updates behind the weights
+  ``episode_returns``    [n] f32           episodes finished in this unroll
+  ``episode_lengths``    [n] int64
+  ====================== ================= =====================================
+
+  With same-step auto-reset, x_{t+1} after an episode end is the next
+  episode's first observation; the ended episode's last one is in
+  ``final_observations[t]``. A step that is both terminated and truncated
+  counts as terminated.
+
+`LocalActor` is the in-process backend.
+"""
+
+import abc
+
+import numpy as np
+import tensorflow as tf
+
+from tf_vtrace.agent import envs as envs_lib
+from tf_vtrace.agent import networks
+
+__all__ = ["ActorBackend", "LocalActor", "sample_actions", "UNROLL_KEYS"]
+
+UNROLL_KEYS = (
+    "observations", "actions", "behaviour_logits", "rewards", "discounts",
+    "terminated", "truncated", "final_observations", "truncation_values",
+    "policy_version", "episode_returns", "episode_lengths")
+
+
+class ActorBackend(abc.ABC):
+    """The contract between the training loop and whatever runs the actors."""
+
+    @abc.abstractmethod
+    def set_weights(self, weights, version):
+        """Act with `weights` (list of numpy arrays) of learner `version`."""
+
+    @abc.abstractmethod
+    def collect(self):
+        """Returns the next unroll: a dict with `UNROLL_KEYS`."""
+
+    def close(self):
+        """Releases the environments."""
+
+
+def sample_actions(logits, head_sizes, rng):
+    """One action per head from Categorical(logits), by the Gumbel-max trick.
+
+    Args:
+      logits: [B, ΣA] numpy logits, heads concatenated.
+      head_sizes: Actions per head.
+      rng: A `numpy.random.Generator`.
+
+    Returns:
+      Actions [B, H] int32.
+    """
+    gumbel = -np.log(-np.log(rng.uniform(1e-12, 1., logits.shape)))
+    perturbed = networks.split_heads(logits + gumbel, head_sizes)
+    return np.stack([np.argmax(h, axis=-1) for h in perturbed], -1).astype(np.int32)
+
+
+class _EpisodeTracker:
+    """Running return and length of each env's current episode."""
+
+    def __init__(self, num_envs):
+        self.returns = np.zeros(num_envs, np.float64)
+        self.lengths = np.zeros(num_envs, np.int64)
+        self.finished_returns, self.finished_lengths = [], []
+
+    def update(self, rewards, done):
+        self.returns += rewards
+        self.lengths += 1
+        self.finished_returns += list(self.returns[done])
+        self.finished_lengths += list(self.lengths[done])
+        self.returns[done] = 0.
+        self.lengths[done] = 0
+
+    def pop(self):
+        out = (np.asarray(self.finished_returns, np.float32),
+               np.asarray(self.finished_lengths, np.int64))
+        self.finished_returns, self.finished_lengths = [], []
+        return out
+
+
+def _final_observations(next_observations, info):
+    """x_{t+1} with each ended episode's own last observation put back."""
+    final = next_observations.copy()
+    if "final_obs" in info:
+        for i in np.flatnonzero(info["_final_obs"]):
+            final[i] = info["final_obs"][i]
+    return final
+
+
+class LocalActor(ActorBackend):
+    """Steps `config.num_envs` envs in this process, one batched policy call
+    per step through a compiled function.
+
+    Args:
+      config: A `tf_vtrace.agent.config.Config`.
+      seed_offset: Added to `config.seed` (distinct actors, distinct seeds).
+    """
+
+    def __init__(self, config, seed_offset=0):
+        seed = config.seed + seed_offset
+        self.config = config
+        self.envs, self._observations = envs_lib.make_vector_env(
+            config.env_id, config.num_envs, seed, config.max_episode_steps)
+        observation_space, action_space = envs_lib.env_spaces(config.env_id)
+        self.action_space = action_space
+        self.head_sizes = envs_lib.head_sizes(action_space)
+        self.model = networks.build_network(observation_space, self.head_sizes,
+                                            config.hidden_sizes)
+        self._policy = tf.function(self.model, autograph=False,
+                                   jit_compile=config.jit_compile)
+        self._rng = np.random.default_rng(seed)
+        self._episodes = _EpisodeTracker(config.num_envs)
+        self.version = 0
+
+    def set_weights(self, weights, version):
+        self.model.set_weights(weights)
+        self.version = int(version)
+
+    def _logits_and_values(self, observations):
+        logits, values = self._policy(observations)
+        return logits.numpy(), values.numpy()
+
+    def collect(self):
+        T, B = self.config.unroll_length, self.config.num_envs
+        observations = np.empty((T + 1,) + self._observations.shape,
+                                self._observations.dtype)
+        final_observations = np.empty_like(observations[1:])
+        observations[0] = self._observations
+        logits = np.empty((T, B, sum(self.head_sizes)), np.float32)
+        actions = np.empty((T, B, len(self.head_sizes)), np.int32)
+        rewards, truncation_values = (np.zeros((T, B), np.float32)
+                                      for _ in range(2))
+        terminated, truncated = (np.zeros((T, B), bool) for _ in range(2))
+        for t in range(T):
+            logits[t], _ = self._logits_and_values(observations[t])
+            actions[t] = sample_actions(logits[t], self.head_sizes, self._rng)
+            next_obs, reward, term, trunc, info = self.envs.step(
+                envs_lib.to_env_actions(actions[t], self.action_space))
+            self._episodes.update(reward, term | trunc)
+            observations[t + 1] = next_obs
+            final_observations[t] = _final_observations(next_obs, info)
+            rewards[t], terminated[t] = reward, term
+            truncated[t] = trunc & ~term
+            if truncated[t].any():
+                _, final_values = self._logits_and_values(final_observations[t])
+                truncation_values[t] = np.where(truncated[t], final_values, 0.)
+        self._observations = observations[T].copy()
+        if self.config.reward_clip is not None:
+            rewards = np.clip(rewards, -self.config.reward_clip,
+                              self.config.reward_clip)
+        episode_returns, episode_lengths = self._episodes.pop()
+        return {
+            "observations": observations, "actions": actions,
+            "behaviour_logits": logits, "rewards": rewards,
+            "discounts": (self.config.discount * ~terminated).astype(np.float32),
+            "terminated": terminated, "truncated": truncated,
+            "final_observations": final_observations,
+            "truncation_values": truncation_values,
+            "policy_version": np.int64(self.version),
+            "episode_returns": episode_returns,
+            "episode_lengths": episode_lengths,
+        }
+
+    def close(self):
+        self.envs.close()

@@ -1,0 +1,121 @@
+"""The agent's configuration: one validated dataclass.
+
+Every field is checked when the `Config` is built, before any environment,
+network or file is created, so a bad setting fails at once with an error that
+names the field. The environment id is looked up in gymnasium's registry and
+one environment is made and closed to check its spaces (discrete or
+multi-discrete actions only).
+"""
+
+import dataclasses
+
+__all__ = ["Config"]
+
+
+def _require(condition, field, expected, value):
+    if not condition:
+        raise ValueError(f"Config.{field} must be {expected}, got {value!r}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Hyperparameters of one IMPALA run (defaults: the CartPole demo).
+
+    Attributes:
+      env_id: A gymnasium id with a Discrete or MultiDiscrete action space
+        (`ALE/...` ids need the `atari` extra).
+      num_envs: B, environments stepped in sync by the actor.
+      unroll_length: T, steps per unroll.
+      policy_lag: How many learner updates the actor's weights are behind the
+        learner's (0: on-policy).
+      total_env_steps: Stop after this many environment steps (T·B per update).
+      learning_rate: Adam's initial step size, decayed linearly to 0.
+      entropy_cost: Weight of the entropy bonus.
+      baseline_cost: Weight of ½ (vs − V)².
+      discount: γ.
+      max_grad_norm: Clip the gradient to this global norm.
+      correction: True: V-trace. False: the ablation ρ = c = 1 (log μ is
+        replaced by log π without gradient: plain actor-critic on stale data).
+      hidden_sizes: Widths of the MLP towers (vector observations).
+      max_episode_steps: Override the env's time limit (None: its own).
+      reward_clip: Clip rewards to ±reward_clip (None: no clipping).
+      seed: Seeds the environments, the action sampling and the weights.
+      jit_compile: XLA-compile the learner step.
+      checkpoint_every: Learner updates between checkpoints.
+    """
+
+    env_id: str = "CartPole-v1"
+    num_envs: int = 32
+    unroll_length: int = 20
+    policy_lag: int = 0
+    total_env_steps: int = 500_000
+    learning_rate: float = 1e-3
+    entropy_cost: float = 0.01
+    baseline_cost: float = 0.5
+    discount: float = 0.99
+    max_grad_norm: float = 0.5
+    correction: bool = True
+    hidden_sizes: tuple = (64, 64)
+    max_episode_steps: int = None
+    reward_clip: float = None
+    seed: int = 0
+    jit_compile: bool = True
+    checkpoint_every: int = 200
+
+    def __post_init__(self):
+        def integer(field, minimum):
+            value = getattr(self, field)
+            _require(isinstance(value, int) and not isinstance(value, bool)
+                     and value >= minimum, field, f"an integer >= {minimum}", value)
+
+        integer("num_envs", 1)
+        integer("unroll_length", 1)
+        integer("policy_lag", 0)
+        integer("total_env_steps", 1)
+        integer("checkpoint_every", 1)
+        integer("seed", 0)
+        for field in ("learning_rate", "max_grad_norm"):
+            value = getattr(self, field)
+            _require(isinstance(value, (int, float)) and value > 0, field,
+                     "a positive number", value)
+        for field in ("entropy_cost", "baseline_cost"):
+            value = getattr(self, field)
+            _require(isinstance(value, (int, float)) and value >= 0, field,
+                     "a number >= 0", value)
+        _require(isinstance(self.discount, (int, float))
+                 and 0 <= self.discount <= 1, "discount", "in [0, 1]",
+                 self.discount)
+        _require(isinstance(self.correction, bool), "correction", "a bool",
+                 self.correction)
+        _require(len(self.hidden_sizes) >= 1 and all(
+            isinstance(h, int) and h >= 1 for h in self.hidden_sizes),
+            "hidden_sizes", "a non-empty tuple of positive integers",
+            self.hidden_sizes)
+        object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
+        if self.max_episode_steps is not None:
+            integer("max_episode_steps", 1)
+        if self.reward_clip is not None:
+            _require(self.reward_clip > 0, "reward_clip",
+                     "a positive number or None", self.reward_clip)
+        # Imported here: the environment check needs gymnasium, the numeric
+        # checks above do not.
+        from tf_vtrace.agent import envs
+        envs.check_env_id(self.env_id)
+
+    @property
+    def steps_per_update(self):
+        """T · B environment steps per learner update."""
+        return self.unroll_length * self.num_envs
+
+    @property
+    def num_updates(self):
+        """Learner updates in the run (the learning rate reaches 0 there)."""
+        return max(1, -(-self.total_env_steps // self.steps_per_update))
+
+    def replace(self, **changes):
+        """A validated copy with `changes` applied."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self):
+        """The fields as a JSON-serializable dict."""
+        return dataclasses.asdict(self)

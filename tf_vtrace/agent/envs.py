@@ -1,0 +1,168 @@
+"""Environments: gymnasium vector envs with same-step auto-reset.
+
+`make_vector_env` steps `num_envs` copies in sync with
+`AutoresetMode.SAME_STEP`: when an episode ends at step t, the observation
+returned is already the next episode's first one and the finished episode's
+last observation comes in ``info["final_obs"]``. That final observation is
+what a time-limit truncation must bootstrap from.
+
+Three kinds of environment, chosen by id:
+
+* any registered gymnasium env with a `Discrete` action space (CartPole-v1,
+  Acrobot-v1, ...), one action head;
+* ``tf_vtrace/CartPoleForce-v0`` (registered here): CartPole whose action is
+  `MultiDiscrete([2, 3])`, a push direction and a force (½, 1 or 3⁄2 times
+  CartPole's 10 N), two heads for `tf_vtrace.multi_from_logits`;
+* ``ALE/...`` Atari games through ale-py (the `atari` extra) with the standard
+  preprocessing: 30 no-op starts, frame skip 4 (max over the last two
+  frames), 84×84 greyscale, a stack of the last 4 frames.
+"""
+
+import functools
+
+import gymnasium as gym
+import numpy as np
+
+__all__ = ["MULTI_DISCRETE_ID", "check_env_id", "env_spaces", "head_sizes",
+           "make_env", "make_vector_env", "to_env_actions"]
+
+MULTI_DISCRETE_ID = "tf_vtrace/CartPoleForce-v0"
+ATARI_PREFIX = "ALE/"
+FORCE_SCALES = (0.5, 1.0, 1.5)
+
+
+class CartPoleForce(gym.Wrapper):
+    """CartPole-v1 with a two-head action: (direction, force level).
+
+    Head 0 pushes left (0) or right (1) as in CartPole; head 1 picks the force,
+    `FORCE_SCALES` times CartPole's own. Dynamics, rewards, termination and
+    the 500-step time limit are CartPole's.
+    """
+
+    def __init__(self, env):
+        super().__init__(env)
+        self._base_force = env.unwrapped.force_mag
+        self.action_space = gym.spaces.MultiDiscrete([2, len(FORCE_SCALES)])
+
+    def step(self, action):
+        direction, force = (int(a) for a in action)
+        self.env.unwrapped.force_mag = self._base_force * FORCE_SCALES[force]
+        return self.env.step(direction)
+
+
+def _make_cartpole_force(**kwargs):
+    return CartPoleForce(gym.make("CartPole-v1", **kwargs).unwrapped)
+
+
+if MULTI_DISCRETE_ID not in gym.registry:
+    gym.register(MULTI_DISCRETE_ID, entry_point=_make_cartpole_force,
+                 max_episode_steps=500)
+
+
+def _is_atari(env_id):
+    return env_id.startswith(ATARI_PREFIX)
+
+
+def _register_atari():
+    try:
+        import ale_py
+    except ImportError as error:
+        raise ImportError(
+            "Atari ids (ALE/...) need ale-py: pip install 'tf-vtrace[atari]'."
+        ) from error
+    gym.register_envs(ale_py)
+
+
+def make_env(env_id, max_episode_steps=None):
+    """One environment, with the Atari preprocessing for ``ALE/`` ids.
+
+    Args:
+      env_id: A gymnasium id.
+      max_episode_steps: Overrides the registered time limit (None: keep it).
+
+    Returns:
+      A `gymnasium.Env`.
+    """
+    kwargs = {} if max_episode_steps is None else {
+        "max_episode_steps": max_episode_steps}
+    if not _is_atari(env_id):
+        return gym.make(env_id, **kwargs)
+    _register_atari()
+    # Frame skipping is done by the preprocessing wrapper (max-pooled).
+    env = gym.make(env_id, frameskip=1, **kwargs)
+    env = gym.wrappers.AtariPreprocessing(env, frame_skip=4, screen_size=84,
+                                          grayscale_obs=True, noop_max=30)
+    return gym.wrappers.FrameStackObservation(env, 4)
+
+
+@functools.lru_cache(maxsize=None)
+def env_spaces(env_id):
+    """(observation_space, action_space) of `env_id`, from one env made once."""
+    env = make_env(env_id)
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+def head_sizes(action_space):
+    """Number of actions per head: (n,) for Discrete, nvec for MultiDiscrete."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return (int(action_space.n),)
+    if (isinstance(action_space, gym.spaces.MultiDiscrete)
+            and action_space.nvec.ndim == 1):
+        return tuple(int(n) for n in action_space.nvec)
+    raise ValueError(
+        f"Config.env_id: only Discrete and 1-D MultiDiscrete action spaces are "
+        f"supported, got {action_space}.")
+
+
+def check_env_id(env_id):
+    """Raises a ValueError naming `Config.env_id` unless it can be trained.
+
+    Args:
+      env_id: A gymnasium id.
+    """
+    if not isinstance(env_id, str):
+        raise ValueError(f"Config.env_id must be a gymnasium id string, got "
+                         f"{env_id!r}.")
+    if _is_atari(env_id):
+        _register_atari()
+    try:
+        gym.spec(env_id)
+    except gym.error.Error as error:
+        raise ValueError(
+            f"Config.env_id: {env_id!r} is not a registered gymnasium "
+            f"environment ({error}).") from None
+    observation_space, action_space = env_spaces(env_id)
+    head_sizes(action_space)
+    if not isinstance(observation_space, gym.spaces.Box):
+        raise ValueError(f"Config.env_id: observations must be a Box (array), "
+                         f"got {observation_space}.")
+
+
+def make_vector_env(env_id, num_envs, seed, max_episode_steps=None):
+    """`num_envs` copies of `env_id` stepped in sync, same-step auto-reset.
+
+    Args:
+      env_id: A gymnasium id (checked with `check_env_id` first).
+      num_envs: B.
+      seed: Env i is reset with seed + i.
+      max_episode_steps: Overrides the time limit (None: the env's own).
+
+    Returns:
+      `(vector_env, first_observations)`.
+    """
+    envs = gym.vector.SyncVectorEnv(
+        [functools.partial(make_env, env_id, max_episode_steps)] * num_envs,
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    observations, _ = envs.reset(seed=seed)
+    envs.action_space.seed(seed)
+    return envs, observations
+
+
+def to_env_actions(actions, action_space):
+    """Actions [B, heads] int → what the vector env's `step` takes."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return actions[:, 0]
+    return actions

@@ -1,0 +1,50 @@
+"""Evaluate an exported policy (a SavedModel from `export_policy`).
+
+Only `tf.saved_model.load` and gymnasium are used to act: what is evaluated is
+exactly what was exported. Each of the `episodes` envs (seeds seed, seed + 1,
+...) plays one full episode.
+"""
+
+import json
+
+import numpy as np
+import tensorflow as tf
+
+from tf_vtrace.agent import envs as envs_lib
+
+__all__ = ["evaluate"]
+
+
+def evaluate(policy_path, episodes=20, greedy=True, seed=10_000, env_id=None):
+    """Returns the returns of `episodes` episodes of the saved policy.
+
+    Args:
+      policy_path: The SavedModel directory.
+      episodes: Number of episodes (one per env, played in parallel).
+      greedy: Act with the most likely action per head; False: sample.
+      seed: Env i is seeded seed + i; also seeds the sampling.
+      env_id: Override the env id saved in the policy's metadata.
+
+    Returns:
+      A float64 numpy array of `episodes` returns.
+    """
+    policy = tf.saved_model.load(policy_path)
+    metadata = json.loads(policy.metadata.numpy().decode())
+    env_id = env_id or metadata["env_id"]
+    tf.random.set_seed(seed)
+    vector_env, observations = envs_lib.make_vector_env(
+        env_id, episodes, seed, metadata.get("max_episode_steps"))
+    action_key = "greedy_action" if greedy else "sampled_action"
+    returns = np.zeros(episodes)
+    running = np.ones(episodes, bool)
+    try:
+        while running.any():
+            actions = policy.act(observations.astype(np.float32))[action_key]
+            observations, rewards, terminated, truncated, _ = vector_env.step(
+                envs_lib.to_env_actions(actions.numpy(),
+                                        vector_env.single_action_space))
+            returns += np.where(running, rewards, 0.)
+            running &= ~(terminated | truncated)
+    finally:
+        vector_env.close()
+    return returns

@@ -1,0 +1,106 @@
+"""Keras 3 policy/value networks: observations → (logits, value).
+
+Every network maps a batch of observations [N, ...] to two outputs: the
+logits of all action heads concatenated, [N, Σ_h A_h] (split with
+`split_heads`), and the value V(x), [N].
+
+* `mlp`: for vector observations, separate policy and value towers of tanh
+  layers (orthogonal init, a small last policy layer so the first policy is
+  near uniform), as in CleanRL's PPO for classic control.
+* `nature_cnn`: for stacked Atari frames [N, 4, 84, 84] uint8, the DQN /
+  IMPALA "shallow" convolutional trunk (Mnih et al. 2015) shared by both heads.
+"""
+
+import math
+
+import keras
+
+from tf_vtrace.export import split_heads
+
+__all__ = ["build_network", "mlp", "nature_cnn", "split_heads"]
+
+
+def _dense(units, gain, activation=None, name=None):
+    return keras.layers.Dense(
+        units, activation=activation, name=name,
+        kernel_initializer=keras.initializers.Orthogonal(gain),
+        bias_initializer="zeros")
+
+
+def _outputs(policy_features, value_features, num_logits):
+    logits = _dense(num_logits, 0.01, name="logits")(policy_features)
+    value = _dense(1, 1.0, name="value")(value_features)
+    value = keras.layers.Reshape((), name="value_squeezed")(value)
+    return logits, value
+
+
+def mlp(observation_shape, head_sizes, hidden_sizes=(64, 64), seed=None):
+    """Separate tanh towers for the policy and the value.
+
+    Args:
+      observation_shape: The shape of one observation (vector).
+      head_sizes: Actions per head.
+      hidden_sizes: Widths of each tower's hidden layers.
+      seed: Seeds the initializers (via `keras.utils.set_random_seed`).
+
+    Returns:
+      A `keras.Model` observations → [logits, value].
+    """
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
+    observations = keras.Input(observation_shape, name="observations")
+    flat = keras.layers.Flatten()(observations)
+    towers = []
+    for tower in ("policy", "value"):
+        hidden = flat
+        for i, width in enumerate(hidden_sizes):
+            hidden = _dense(width, math.sqrt(2), "tanh",
+                            name=f"{tower}_{i}")(hidden)
+        towers.append(hidden)
+    return keras.Model(observations, _outputs(*towers, sum(head_sizes)),
+                       name="mlp")
+
+
+def nature_cnn(observation_shape, head_sizes, seed=None):
+    """The Nature DQN trunk on channel-first stacked frames, shared by both heads.
+
+    Args:
+      observation_shape: (stack, height, width), uint8 frames.
+      head_sizes: Actions per head.
+      seed: Seeds the initializers.
+
+    Returns:
+      A `keras.Model` observations → [logits, value].
+    """
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
+    observations = keras.Input(observation_shape, name="observations")
+    hidden = keras.layers.Permute((2, 3, 1))(observations)  # channels last
+    hidden = keras.layers.Rescaling(1. / 255)(hidden)
+    for filters, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
+        hidden = keras.layers.Conv2D(
+            filters, kernel, stride, activation="relu",
+            kernel_initializer=keras.initializers.Orthogonal(math.sqrt(2)))(hidden)
+    hidden = keras.layers.Flatten()(hidden)
+    hidden = _dense(512, math.sqrt(2), "relu", name="torso")(hidden)
+    return keras.Model(observations, _outputs(hidden, hidden, sum(head_sizes)),
+                       name="nature_cnn")
+
+
+def build_network(observation_space, head_sizes, hidden_sizes=(64, 64),
+                  seed=None):
+    """`nature_cnn` for image stacks (rank-3 observations), else `mlp`.
+
+    Args:
+      observation_space: A `gymnasium.spaces.Box`.
+      head_sizes: Actions per head.
+      hidden_sizes: The MLP's widths.
+      seed: Seeds the initializers.
+
+    Returns:
+      A `keras.Model` observations → [logits, value].
+    """
+    shape = tuple(observation_space.shape)
+    if len(shape) == 3:
+        return nature_cnn(shape, head_sizes, seed=seed)
+    return mlp(shape, head_sizes, hidden_sizes, seed=seed)

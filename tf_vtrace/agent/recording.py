@@ -1,0 +1,129 @@
+"""What a run leaves behind: episodes CSV, TensorBoard scalars, the curve.
+
+* ``episodes.csv``: one row per finished episode (env steps at the end of its
+  unroll, return, length);
+* ``tensorboard/``: scalars per learner update (every `every` updates): the
+  recent mean return, the loss terms and diagnostics of `impala_loss`
+  (ρ clip fraction, mean ρ, entropy, KL), the policy lag, the throughput;
+* ``learning_curve.png``: the episode returns and their running mean against
+  env steps (matplotlib, Agg backend, no display needed).
+"""
+
+import collections
+import csv
+import os
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["Recorder", "plot_learning_curve", "read_episodes", "running_mean"]
+
+RECENT_EPISODES = 100
+
+
+def running_mean(values, window):
+    """Mean of the last `window` values at each index (fewer at the start).
+
+    Args:
+      values: A 1-D sequence.
+      window: The window length.
+
+    Returns:
+      A float64 numpy array like `values`.
+
+    Examples:
+      >>> running_mean([1, 2, 3, 4], 2).tolist()
+      [1.0, 1.5, 2.5, 3.5]
+    """
+    values = np.asarray(values, np.float64)
+    sums = np.cumsum(np.concatenate([[0.], values]))
+    ends = np.arange(1, len(values) + 1)
+    starts = np.maximum(0, ends - window)
+    return (sums[ends] - sums[starts]) / (ends - starts)
+
+
+def read_episodes(path):
+    """(env_steps, returns) numpy arrays from an ``episodes.csv``."""
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return (np.array([float(r["env_steps"]) for r in rows]),
+            np.array([float(r["return"]) for r in rows]))
+
+
+def plot_learning_curve(episodes_csv, png_path, title=None):
+    """Plots returns and their running mean (window 100) against env steps.
+
+    Args:
+      episodes_csv: An ``episodes.csv`` written by `Recorder`.
+      png_path: Where to write the PNG.
+      title: The figure title.
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps, returns = read_episodes(episodes_csv)
+    figure, axes = plt.subplots(figsize=(7, 4))
+    axes.plot(steps, returns, ".", alpha=0.15, markersize=2, label="episode")
+    if len(returns):
+        axes.plot(steps, running_mean(returns, RECENT_EPISODES),
+                  label=f"mean of last {RECENT_EPISODES}")
+    axes.set_xlabel("environment steps")
+    axes.set_ylabel("episode return")
+    axes.set_title(title or "learning curve")
+    axes.legend(loc="upper left")
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(png_path, dpi=100)
+    plt.close(figure)
+
+
+class Recorder:
+    """Writes the episodes CSV and the TensorBoard scalars of one run.
+
+    Args:
+      out_dir: The run directory.
+      every: Write TensorBoard scalars after the first update and every
+        `every` updates.
+    """
+
+    def __init__(self, out_dir, every=10):
+        self.out_dir = out_dir
+        self.every = every
+        self.episodes_path = os.path.join(out_dir, "episodes.csv")
+        self._episodes_file = open(self.episodes_path, "w", newline="")
+        self._episodes = csv.writer(self._episodes_file)
+        self._episodes.writerow(["env_steps", "return", "length"])
+        self._writer = tf.summary.create_file_writer(
+            os.path.join(out_dir, "tensorboard"))
+        self.recent_returns = collections.deque(maxlen=RECENT_EPISODES)
+        self.updates = 0
+
+    @property
+    def mean_return(self):
+        """Mean return of the last 100 finished episodes (NaN before one)."""
+        return float(np.mean(self.recent_returns)) if self.recent_returns else float("nan")
+
+    def record(self, env_steps, unroll, diagnostics, rates):
+        """Logs one update: its unroll's finished episodes, the learner's
+        diagnostics and the throughput `rates` (a dict of floats)."""
+        self.updates += 1
+        for ret, length in zip(unroll["episode_returns"],
+                               unroll["episode_lengths"]):
+            self._episodes.writerow([env_steps, float(ret), int(length)])
+            self.recent_returns.append(float(ret))
+        if self.updates % self.every and self.updates != 1:
+            return
+        with self._writer.as_default(step=env_steps):
+            if self.recent_returns:
+                tf.summary.scalar("episode/mean_return", self.mean_return)
+            for key, value in dict(diagnostics, **rates).items():
+                tf.summary.scalar(f"learner/{key}", value)
+
+    def close(self):
+        """Flushes everything and writes ``learning_curve.png``."""
+        self._episodes_file.close()
+        self._writer.flush()
+        self._writer.close()
+        plot_learning_curve(self.episodes_path,
+                            os.path.join(self.out_dir, "learning_curve.png"))

@@ -1,0 +1,127 @@
+"""The training loop: actor → unroll → learner, with the policy lag between.
+
+`train(config, out_dir)` runs ``config.num_updates`` updates. Each one hands
+the actor the learner weights from ``policy_lag`` updates ago
+(`WeightHistory`), collects one unroll of T steps from B envs, and runs one
+learner step on it. It writes into `out_dir`:
+
+* ``config.json``, ``episodes.csv``, ``tensorboard/``, ``learning_curve.png``
+  (see `tf_vtrace.agent.recording`);
+* ``checkpoints/``: a `tf.train.Checkpoint` of the network and the optimizer
+  every ``config.checkpoint_every`` updates and at the end;
+* ``policy/``: the SavedModel of `tf_vtrace.export.export_policy`;
+* ``summary.json``: env steps, updates, wall and process CPU seconds, the
+  final mean return, whether the run was interrupted.
+
+Ctrl-C (KeyboardInterrupt) stops the loop; the curve, a last checkpoint, the
+policy and the summary are still written.
+"""
+
+import json
+import os
+import time
+
+import tensorflow as tf
+
+from tf_vtrace import export
+from tf_vtrace.agent import actor as actor_lib
+from tf_vtrace.agent import envs
+from tf_vtrace.agent import learner as learner_lib
+from tf_vtrace.agent import policy_lag
+from tf_vtrace.agent import recording
+
+__all__ = ["actor_learner_step", "train"]
+
+
+def actor_learner_step(actor, learner, history):
+    """One update: the actor acts with the lagged weights, the learner learns.
+
+    Args:
+      actor: An `ActorBackend`.
+      learner: A `Learner`.
+      history: The `WeightHistory` of the learner's weights (pushed here).
+
+    Returns:
+      `(unroll, diagnostics)`.
+    """
+    version, weights = history.lagged()
+    if version != actor.version or learner.version == 0:
+        actor.set_weights(weights, version)
+    unroll = actor.collect()
+    diagnostics = learner.step(unroll)
+    history.push(learner.version, learner.get_weights())
+    return unroll, diagnostics
+
+
+def _progress_bar(config, enabled):
+    from tqdm import tqdm
+    return tqdm(total=config.num_updates * config.steps_per_update,
+                unit="step", unit_scale=True, disable=not enabled,
+                dynamic_ncols=True, desc=config.env_id)
+
+
+def train(config, out_dir, progress=True):
+    """Trains an IMPALA agent; see the module doc for what it writes.
+
+    Args:
+      config: A `tf_vtrace.agent.config.Config` (validated when built).
+      out_dir: The run directory (created).
+      progress: Show a progress bar (env steps/s, learner steps/s, return).
+
+    Returns:
+      The summary dict (also in ``summary.json``).
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w") as handle:
+        json.dump(config.to_dict(), handle, indent=2)
+    wall_start, cpu_start = time.time(), time.process_time()
+    observation_space, _ = envs.env_spaces(config.env_id)
+    actor = actor_lib.LocalActor(config)
+    learner = learner_lib.Learner(config, observation_space, actor.head_sizes)
+    history = policy_lag.WeightHistory(config.policy_lag)
+    history.push(learner.version, learner.get_weights())
+    checkpoint = tf.train.CheckpointManager(
+        tf.train.Checkpoint(model=learner.model, optimizer=learner.optimizer),
+        os.path.join(out_dir, "checkpoints"), max_to_keep=2)
+    recorder = recording.Recorder(out_dir)
+    bar = _progress_bar(config, progress)
+    env_steps, interrupted, loop_start = 0, False, time.time()
+    try:
+        for _ in range(config.num_updates):
+            unroll, diagnostics = actor_learner_step(actor, learner, history)
+            env_steps += config.steps_per_update
+            elapsed = time.time() - loop_start
+            rates = {"env_steps_per_s": env_steps / elapsed,
+                     "learner_steps_per_s": learner.version / elapsed}
+            recorder.record(env_steps, unroll, diagnostics, rates)
+            bar.update(config.steps_per_update)
+            bar.set_postfix({"env/s": f"{rates['env_steps_per_s']:.0f}",
+                             "learn/s": f"{rates['learner_steps_per_s']:.1f}",
+                             "return": f"{recorder.mean_return:.1f}"},
+                            refresh=False)
+            if learner.version % config.checkpoint_every == 0:
+                checkpoint.save(learner.version)
+    except KeyboardInterrupt:
+        interrupted = True
+        bar.write("interrupted: writing the curve, a checkpoint and the policy")
+    finally:
+        bar.close()
+        checkpoint.save(learner.version)
+        recorder.close()
+        actor.close()
+    export.export_policy(
+        learner.model, os.path.join(out_dir, "policy"), actor.head_sizes,
+        metadata={"env_id": config.env_id,
+                  "max_episode_steps": config.max_episode_steps})
+    summary = {
+        "env_id": config.env_id, "seed": config.seed,
+        "policy_lag": config.policy_lag, "correction": config.correction,
+        "env_steps": env_steps, "learner_updates": learner.version,
+        "wall_s": round(time.time() - wall_start, 1),
+        "cpu_s": round(time.process_time() - cpu_start, 1),
+        "mean_return_last_100": recorder.mean_return,
+        "interrupted": interrupted,
+    }
+    with open(os.path.join(out_dir, "summary.json"), "w") as handle:
+        json.dump(summary, handle, indent=2)
+    return summary
