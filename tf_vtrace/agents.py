@@ -172,6 +172,27 @@ def _actor_logits(actor_network, observation, step_type, training):
     return tf.nest.map_structure(_logits_of, output)
 
 
+def _scalar_heads(nest, action_spec):
+    """One [B, T, ...] tensor per scalar action, from a nest like the spec.
+
+    A head of shape S holds prod(S) independent Categorical actions: their
+    log-probabilities, entropies and KLs add up, which is what `impala_loss`
+    does with a list of heads. Splits [B, T, *S, ...] into prod(S) tensors
+    [B, T, ...] (the logits keep their last axis, n).
+    """
+    scalar_heads = []
+    for tensor, spec in zip(tf.nest.flatten(nest), tf.nest.flatten(action_spec)):
+        if spec.shape.rank == 0:
+            scalar_heads.append(tensor)
+            continue
+        size = spec.shape.num_elements()
+        trailing = tensor.shape[2 + spec.shape.rank:].as_list()
+        flat = tf.reshape(tensor, tf.concat(
+            [tf.shape(tensor)[:2], [size] + trailing], axis=0))
+        scalar_heads.extend(tf.unstack(flat, num=size, axis=2))
+    return scalar_heads
+
+
 class ImpalaPolicy(tf_policy.TFPolicy):
     """Samples each action head from Categorical(logits of the actor network).
 
@@ -391,11 +412,14 @@ class ImpalaAgent(tf_agent.TFAgent):
         def steps(nest):  # rows 0 … T − 1: the transitions x_t → x_{t+1}
             return tf.nest.map_structure(lambda t: t[:, :-1], nest)
 
+        def heads(nest):
+            return _scalar_heads(steps(nest), self.action_spec)
+
         return dict(
-            behaviour_policy_logits=tf.nest.flatten(
-                steps(experience.policy_info[BEHAVIOUR_LOGITS])),
-            target_policy_logits=tf.nest.flatten(steps(logits)),
-            actions=tf.nest.flatten(steps(experience.action)),
+            behaviour_policy_logits=heads(
+                experience.policy_info[BEHAVIOUR_LOGITS]),
+            target_policy_logits=heads(logits),
+            actions=heads(experience.action),
             discounts=self._discount_factor * steps(experience.discount),
             rewards=self._reward_scale_factor * steps(experience.reward),
             values=values[:, :-1],
