@@ -43,7 +43,8 @@ from tf_vtrace.agents import ImpalaAgent  # noqa: E402
 
 NUM_ENVS, UNROLL, BATCH = 8, 20, 16     # T = UNROLL steps per window
 TIME_LIMIT = 500
-ITERATIONS = 150
+ITERATIONS = 300
+LEARNING_RATE = 1e-3
 
 
 def cartpole(num_envs):
@@ -62,7 +63,7 @@ def build_agent(env):
         actor_distribution_network.ActorDistributionNetwork(
             observation_spec, action_spec, fc_layer_params=(64,)),
         value_network.ValueNetwork(observation_spec, fc_layer_params=(64,)),
-        tf_keras.optimizers.Adam(3e-3),
+        tf_keras.optimizers.Adam(LEARNING_RATE),
         discount_factor=0.99, baseline_cost=0.5, entropy_cost=0.01,
         reduction="masked_mean", gradient_clipping=40.0,
         train_step_counter=tf.Variable(0, dtype=tf.int64))
