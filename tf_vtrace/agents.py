@@ -48,7 +48,7 @@ _INSTALL_HELP = (
     "so install it without its dependencies and add the ones it really "
     "needs:\n"
     "    pip install --no-deps tf-agents==0.19.0\n"
-    "    pip install gin-config pillow tensorboard gym==0.23.0 pygame==2.1.3 "
+    "    pip install gin-config pillow tensorboard gym==0.23.0 'pygame>=2.1.3' "
     "'numpy<2.4'\n"
     "(the second line is `pip install 'tf-vtrace[tf-agents]'`). numpy 2.4 "
     "breaks TF-Agents' ActorDistributionNetwork. Then set "
