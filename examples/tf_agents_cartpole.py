@@ -13,7 +13,7 @@ limit keeps the discount (1.0), so the last step of a cut episode bootstraps
 from the value of its final observation, whereas gym's limit would reach
 TF-Agents as a termination (discount 0).
 
-    python examples/tf_agents_cartpole.py            # ≈ 150 iterations
+    python examples/tf_agents_cartpole.py            # 300 iterations, 48,000 steps
     python examples/tf_agents_cartpole.py --smoke    # a few iterations (tests)
 
 TF-Agents needs Keras 2: the script sets TF_USE_LEGACY_KERAS=1 before
@@ -64,12 +64,13 @@ def build_agent(env):
             observation_spec, action_spec, fc_layer_params=(64,)),
         value_network.ValueNetwork(observation_spec, fc_layer_params=(64,)),
         tf_keras.optimizers.Adam(LEARNING_RATE),
-        discount_factor=0.99, baseline_cost=0.5, entropy_cost=0.01,
+        discount_factor=0.99, reward_scale_factor=0.1, baseline_cost=0.5,
+        entropy_cost=0.01,
         reduction="masked_mean", gradient_clipping=40.0,
         train_step_counter=tf.Variable(0, dtype=tf.int64))
 
 
-def main(iterations=ITERATIONS, seed=0, report_every=10):
+def main(iterations=ITERATIONS, seed=0, report_every=20):
     """Trains; returns the list of (env steps, average return) reports."""
     tf.random.set_seed(seed)
     env = cartpole(NUM_ENVS)
