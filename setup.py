@@ -28,11 +28,13 @@ setup(
     extras_require={
         "test": ["pytest", "hypothesis", "pytest-xdist", "gymnasium"],
         "examples": ["gymnasium>=1.0,<1.5"],
-        # What TF-Agents 0.19 really needs beside TF 2.21. tf-agents itself is
-        # installed with --no-deps (Makefile): its declared pins
-        # (tensorflow-probability~=0.23) conflict with TF 2.21.
+        # What TF-Agents 0.19 really needs beside TF 2.21 (tf_vtrace.agents).
+        # tf-agents itself is installed with --no-deps (Makefile, README): its
+        # declared pins (tensorflow-probability~=0.23) conflict with TF 2.21.
+        # numpy 2.4 breaks its ActorDistributionNetwork; gym 0.23's classic
+        # control imports pygame (2.1.3 is the version tested).
         "tf-agents": ["gin-config", "pillow", "tensorboard", "gym==0.23.0",
-                      "pygame", "numpy<2.4"],
+                      "pygame>=2.1.3", "numpy<2.4"],
         # The IMPALA agent (tf_vtrace.agent): all `make demo` installs.
         "agent": ["gymnasium>=1.0,<1.5", "matplotlib", "tensorboard", "tqdm"],
         # Atari for the agent: ale-py 0.12 bundles the ROMs; gymnasium's

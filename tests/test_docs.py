@@ -251,9 +251,28 @@ def test_docstring_examples_render_as_code():
         "line between")
 
 
+# Modules that need process-wide settings (tf_vtrace.agents: TF-Agents under
+# TF_USE_LEGACY_KERAS=1) are not imported here; their entries are checked by
+# static analysis (griffe, as mkdocstrings reads them).
+OWN_PROCESS_MODULES = ("tf_vtrace.agents",)
+
+
+def _in_own_process_module(entry):
+    return any(entry == m or entry.startswith(m + ".") for m in OWN_PROCESS_MODULES)
+
+
+def _static_object(entry):
+    import griffe
+    package = griffe.load("tf_vtrace", search_paths=[str(ROOT)])
+    return package[entry[len("tf_vtrace."):]]
+
+
 def test_api_page_entries_exist():
     import importlib
     for entry in _api_entries():
+        if _in_own_process_module(entry):
+            assert _static_object(entry).docstring, f"{entry} has no docstring"
+            continue
         module_name, _, attribute = entry.rpartition(".")
         try:
             module = importlib.import_module(entry)
@@ -328,6 +347,9 @@ def test_api_page_shows_every_public_docstring(built_site):
     missing = [
         name for name in tf_vtrace.__all__
         if _summary(inspect.getdoc(getattr(tf_vtrace, name)) or "") not in rendered]
+    missing += [
+        entry for entry in _api_entries() if _in_own_process_module(entry)
+        and _summary(_static_object(entry).docstring.value) not in rendered]
     assert not missing, (
         "the API page does not show the docstring of "
         f"{missing}: mkdocstrings reads docstrings statically, so a docstring "

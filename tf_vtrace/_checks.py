@@ -30,7 +30,19 @@ __all__ = [
     "check_threshold",
     "check_alpha",
     "with_dependencies",
+    "legacy_keras_active",
 ]
+
+def legacy_keras_active():
+    """True iff `tf.keras` is Keras 2 (tf_keras): TF_USE_LEGACY_KERAS=1 was set
+    before TensorFlow was imported.
+
+    Asks a class, not `tf.keras.__name__`: once TF-Agents is imported, the
+    lazy `tf.keras` module reports the name ``tensorflow.keras`` under either
+    Keras.
+    """
+    return tf.keras.layers.Layer.__module__.startswith("tf_keras")
+
 
 # Computed in float32 and returned in the input dtype: the recursion
 # accumulates T terms, which float16/bfloat16 cannot hold accurately.

@@ -24,6 +24,7 @@ import collections.abc
 
 import tensorflow as tf
 
+from tf_vtrace import _checks
 from tf_vtrace import impala
 
 
@@ -31,7 +32,7 @@ from tf_vtrace import impala
 def _keras():
     """The Keras that `tf.keras` is: Keras 3, or tf_keras when
     TF_USE_LEGACY_KERAS=1 was set before TensorFlow was imported."""
-    if tf.keras.__name__.startswith("tf_keras"):
+    if _checks.legacy_keras_active():
         import tf_keras  # pylint: disable=import-outside-toplevel
         return tf_keras
     import keras as keras3  # pylint: disable=import-outside-toplevel
