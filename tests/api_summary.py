@@ -31,7 +31,10 @@ def _namedtuple_fields(cls):
         call = ast.parse(str(base), mode="eval").body
         if isinstance(call, ast.Call) and str(base).split("(")[0].endswith(
                 "namedtuple"):
-            return ast.literal_eval(call.args[1])
+            try:
+                return ", ".join(ast.literal_eval(call.args[1]))
+            except ValueError:  # fields computed in code: show the expression
+                return ast.unparse(call.args[1])
     return None
 
 
@@ -40,7 +43,7 @@ def _signature(obj):
     if obj.is_class and not [p for p in obj.parameters if p.name != "self"]:
         fields = _namedtuple_fields(obj)
         if fields is not None:
-            return f"({', '.join(fields)})"
+            return f"({fields})"
     parts, keyword_only_started = [], False
     for parameter in obj.parameters:
         kind = parameter.kind.value
