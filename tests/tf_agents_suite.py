@@ -202,6 +202,8 @@ def test_bad_arguments_are_refused(cartpole):
     env, agent, replay_buffer = cartpole
     with pytest.raises(ValueError, match="weights"):
         agent.train(windows(replay_buffer, length=4), weights=tf.ones([8]))
+    with pytest.raises(ValueError, match="T \\+ 1 ≥ 2"):
+        agent.train(windows(replay_buffer, length=1))
     with pytest.raises(ValueError, match="reduction"):
         make_agent(env, reduction="avg")
     from tf_agents.specs import tensor_spec

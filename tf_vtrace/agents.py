@@ -403,6 +403,12 @@ class ImpalaAgent(tf_agent.TFAgent):
     def _loss_inputs(self, experience, training):
         """`impala_loss`'s data arguments, batch-major, from a trajectory."""
         experience = self._as_trajectory(experience)
+        length = tf.compat.dimension_value(experience.step_type.shape[1])
+        if length is not None and length < 2:
+            raise ValueError(
+                "`experience` must hold windows of T + 1 ≥ 2 steps (the last "
+                "observation gives the bootstrap value), e.g. "
+                f"`as_dataset(num_steps=T + 1)`; got {length} step(s).")
         observation, step_type = experience.observation, experience.step_type
         logits = _actor_logits(self._actor_network, observation, step_type,
                                training=training)
