@@ -11,9 +11,10 @@ import dataclasses
 
 __all__ = ["BACKENDS", "Config", "STRATEGIES"]
 
-# `tf_vtrace.agent.backends` and `tf_vtrace.agent.distributed` implement these.
+# `tf_vtrace.agent.backends` implements BACKENDS.
 BACKENDS = ("local", "process", "ray")
-STRATEGIES = ("none", "mirrored", "multi_worker")
+# "mirrored" and "multi_worker" join STRATEGIES with the distributed learner.
+STRATEGIES = ("none",)
 
 
 def _require(condition, field, expected, value):
@@ -50,9 +51,8 @@ class Config:
         ``"process"`` (worker processes) or ``"ray"`` (Ray actors, the `ray`
         extra); see `tf_vtrace.agent.backends`.
       num_actors: Actors, each stepping `num_envs` envs (1 with ``"local"``).
-      strategy: The learner's `tf.distribute` strategy: ``"none"``,
-        ``"mirrored"`` (this host's devices) or ``"multi_worker"`` (hosts
-        from ``TF_CONFIG``); see `tf_vtrace.agent.distributed`.
+      strategy: The learner's `tf.distribute` strategy (only ``"none"`` so
+        far).
     """
 
     env_id: str = "CartPole-v1"
