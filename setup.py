@@ -40,6 +40,9 @@ setup(
         # Atari for the agent: ale-py 0.12 bundles the ROMs; gymnasium's
         # AtariPreprocessing resizes with OpenCV.
         "atari": ["gymnasium", "ale-py", "opencv-python-headless"],
+        # Ray actors for the agent (`--backend ray`, tf_vtrace.agent.backends);
+        # imported only when that backend is chosen.
+        "ray": ["ray"],
         "docs": ["mkdocs", "mkdocs-material", "mkdocstrings[python]"],
     },
     license="Apache-2.0",

@@ -9,7 +9,12 @@ multi-discrete actions only).
 
 import dataclasses
 
-__all__ = ["Config"]
+__all__ = ["BACKENDS", "Config", "STRATEGIES"]
+
+# `tf_vtrace.agent.backends` implements BACKENDS.
+BACKENDS = ("local", "process", "ray")
+# "mirrored" and "multi_worker" join STRATEGIES with the distributed learner.
+STRATEGIES = ("none",)
 
 
 def _require(condition, field, expected, value):
@@ -42,6 +47,12 @@ class Config:
       seed: Seeds the environments, the action sampling and the weights.
       jit_compile: XLA-compile the learner step.
       checkpoint_every: Learner updates between checkpoints.
+      backend: Where the actors run: ``"local"`` (in this process),
+        ``"process"`` (worker processes) or ``"ray"`` (Ray actors, the `ray`
+        extra); see `tf_vtrace.agent.backends`.
+      num_actors: Actors, each stepping `num_envs` envs (1 with ``"local"``).
+      strategy: The learner's `tf.distribute` strategy (only ``"none"`` so
+        far).
     """
 
     env_id: str = "CartPole-v1"
@@ -61,6 +72,9 @@ class Config:
     seed: int = 0
     jit_compile: bool = True
     checkpoint_every: int = 200
+    backend: str = "local"
+    num_actors: int = 1
+    strategy: str = "none"
 
     def __post_init__(self):
         def integer(field, minimum):
@@ -74,6 +88,14 @@ class Config:
         integer("total_env_steps", 1)
         integer("checkpoint_every", 1)
         integer("seed", 0)
+        integer("num_actors", 1)
+        _require(self.backend in BACKENDS, "backend", f"one of {BACKENDS}",
+                 self.backend)
+        _require(self.backend != "local" or self.num_actors == 1, "num_actors",
+                 "1 with backend 'local' (use 'process' or 'ray')",
+                 self.num_actors)
+        _require(self.strategy in STRATEGIES, "strategy",
+                 f"one of {STRATEGIES}", self.strategy)
         for field in ("learning_rate", "max_grad_norm"):
             value = getattr(self, field)
             _require(isinstance(value, (int, float)) and value > 0, field,

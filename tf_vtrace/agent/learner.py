@@ -114,8 +114,9 @@ class Learner:
                     target_heads, action_heads)]
         return args, kwargs
 
-    def _train_step(self, observations, actions, behaviour_logits, rewards,
-                    discounts, truncated, final_observations):
+    def _loss_and_gradients(self, observations, actions, behaviour_logits,
+                            rewards, discounts, truncated, final_observations):
+        """`(loss, diagnostics, gradients)` of one unroll, nothing applied."""
         with tf.GradientTape() as tape:
             args, kwargs = self._loss_inputs(
                 observations, actions, behaviour_logits, rewards, discounts,
@@ -123,13 +124,20 @@ class Learner:
             loss, diagnostics = impala.impala_loss(
                 *args, **kwargs, baseline_cost=self.config.baseline_cost,
                 entropy_cost=self.config.entropy_cost, reduction="mean")
-        variables = self.model.trainable_variables
-        gradients = tape.gradient(loss, variables)
-        self.optimizer.apply_gradients(zip(gradients, variables))
+        gradients = tape.gradient(loss, self.model.trainable_variables)
         if not self.config.correction:
             diagnostics.update(_behaviour_diagnostics(*args[:3]))
+        return loss, diagnostics, gradients
+
+    def _apply(self, loss, diagnostics, gradients):
+        """One optimizer update; the diagnostics with the loss and ‖g‖."""
+        self.optimizer.apply_gradients(
+            zip(gradients, self.model.trainable_variables))
         return dict(diagnostics, loss=loss,
                     gradient_norm=tf.linalg.global_norm(gradients))
+
+    def _train_step(self, *inputs):
+        return self._apply(*self._loss_and_gradients(*inputs))
 
     def _vtrace_targets(self, observations, actions, behaviour_logits, rewards,
                         discounts, truncated, final_observations):

@@ -24,7 +24,7 @@ import time
 import tensorflow as tf
 
 from tf_vtrace import export
-from tf_vtrace.agent import actor as actor_lib
+from tf_vtrace.agent import backends
 from tf_vtrace.agent import envs
 from tf_vtrace.agent import learner as learner_lib
 from tf_vtrace.agent import policy_lag
@@ -76,7 +76,7 @@ def train(config, out_dir, progress=True):
         json.dump(config.to_dict(), handle, indent=2)
     wall_start, cpu_start = time.time(), time.process_time()
     observation_space, _ = envs.env_spaces(config.env_id)
-    actor = actor_lib.LocalActor(config)
+    actor = backends.make_actors(config)
     learner = learner_lib.Learner(config, observation_space, actor.head_sizes)
     history = policy_lag.WeightHistory(config.policy_lag)
     history.push(learner.version, learner.get_weights())

@@ -1,0 +1,350 @@
+"""Actor backends: where the actors run, behind one contract.
+
+Every backend is an `tf_vtrace.agent.actor.ActorBackend`: ``set_weights(weights,
+version)`` with a list of numpy arrays, ``collect()`` returning one unroll
+dict with `tf_vtrace.agent.actor.UNROLL_KEYS`, ``close()``. Three backends,
+chosen by `Config.backend` (`make_actors`):
+
+* ``"local"``: one `LocalActor` in this process (the default);
+* ``"process"``: `ProcessActors`, `Config.num_actors` worker processes of the
+  standard library's `multiprocessing` (spawn start method, so TensorFlow is
+  never forked), each running a `LocalActor`; weights and unrolls travel over
+  pipes as numpy arrays;
+* ``"ray"``: `RayActors`, one Ray actor per `LocalActor` (the `ray` extra;
+  Ray is imported only when this backend is built).
+
+With several actors each one always has an unroll in flight: `collect`
+returns the first one ready and at once asks that actor for its next unroll,
+with the newest weights handed to `set_weights` (IMPALA's actors fetch the
+parameters at the start of each unroll). While the learner learns on one
+unroll the actors keep acting with older weights, so the unrolls lag behind
+the learner; each one carries the ``policy_version`` it was acted with, and
+`Learner.step` reports the lag of every unroll (learner version − that
+version).
+
+Actor i of this host steps envs seeded from ``config.seed + offset`` with
+offset = (host index · num_actors + i) · num_envs, so no two envs share a
+seed, and actor 0 of host 0 is the same as the ``"local"`` backend.
+"""
+
+import abc
+import multiprocessing
+import multiprocessing.connection
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import traceback
+import weakref
+
+from tf_vtrace.agent import actor as actor_lib
+from tf_vtrace.agent import envs
+
+__all__ = ["ProcessActors", "RayActors", "actor_seed_offset", "make_actors"]
+
+# A worker that does not exit on its own within this many seconds of `close`
+# is terminated.
+_JOIN_TIMEOUT_S = 5.
+
+
+def actor_seed_offset(config, actor_index, worker_index=0):
+    """The `LocalActor` seed offset of actor `actor_index` on host `worker_index`.
+
+    Args:
+      config: A `tf_vtrace.agent.config.Config`.
+      actor_index: 0 … num_actors − 1.
+      worker_index: The host's index in a multi-worker run (0 otherwise).
+
+    Returns:
+      An int: (worker_index · num_actors + actor_index) · num_envs.
+
+    Examples:
+      >>> from tf_vtrace.agent.config import Config
+      >>> actor_seed_offset(Config(num_envs=4, num_actors=2, backend="process"), 1)
+      4
+    """
+    return (worker_index * config.num_actors + actor_index) * config.num_envs
+
+
+def make_actors(config, worker_index=0):
+    """The backend `config.backend` with `config.num_actors` actors.
+
+    Args:
+      config: A `tf_vtrace.agent.config.Config`.
+      worker_index: This host's index in a multi-worker run (seeds, see the
+        module doc).
+
+    Returns:
+      An `ActorBackend` with ``head_sizes`` and ``version`` attributes.
+    """
+    if config.backend == "local":
+        return actor_lib.LocalActor(
+            config, seed_offset=actor_seed_offset(config, 0, worker_index))
+    backend = {"process": ProcessActors, "ray": RayActors}[config.backend]
+    return backend(config, worker_index=worker_index)
+
+
+class _RemoteActor:
+    """A `LocalActor` in a worker process: one call, weights in, unroll out.
+
+    TensorFlow is set up for a small policy network beside other actors: one
+    thread per op pool and no GPU (the learner keeps the accelerators).
+    """
+
+    def __init__(self, config, seed_offset):
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import tensorflow as tf
+        try:
+            tf.config.set_visible_devices([], "GPU")
+            tf.config.threading.set_intra_op_parallelism_threads(1)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+        except RuntimeError:  # TensorFlow already initialized in this process.
+            pass
+        self._actor = actor_lib.LocalActor(config, seed_offset=seed_offset)
+
+    def unroll(self, weights, version):
+        """Sets `weights` (unless None) of `version`, returns one unroll."""
+        if weights is not None:
+            self._actor.set_weights(weights, version)
+        return self._actor.collect()
+
+    def close(self):
+        self._actor.close()
+
+
+class _AsyncActors(actor_lib.ActorBackend):
+    """N remote actors with one unroll in flight each (see the module doc).
+
+    Subclasses start the actors and implement `_submit` (ask actor i for an
+    unroll, with new weights or None) and `_wait_any` (the first finished
+    unroll and its actor).
+    """
+
+    def __init__(self, config):
+        self.config = config
+        self.num_actors = config.num_actors
+        _, action_space = envs.env_spaces(config.env_id)
+        self.head_sizes = envs.head_sizes(action_space)
+        self.version = 0
+        self._weights = None
+        self._held_versions = [None] * self.num_actors
+        self._in_flight = set()
+
+    @abc.abstractmethod
+    def _submit(self, index, weights, version):
+        """Asks actor `index` for an unroll; `weights` None: keep its own."""
+
+    @abc.abstractmethod
+    def _wait_any(self):
+        """`(index, unroll)` of the first in-flight request that finishes."""
+
+    def _request(self, index):
+        fresh = self._held_versions[index] != self.version
+        self._submit(index, self._weights if fresh else None, self.version)
+        self._held_versions[index] = self.version
+        self._in_flight.add(index)
+
+    def set_weights(self, weights, version):
+        """Acts with `weights` (list of numpy arrays) of learner `version`
+        from each actor's next unroll on."""
+        self._weights, self.version = list(weights), int(version)
+
+    def collect(self):
+        """The first unroll ready; its actor starts the next one at once."""
+        if self._weights is None:
+            raise RuntimeError("set_weights must be called before collect.")
+        for index in range(self.num_actors):
+            if index not in self._in_flight:
+                self._request(index)
+        index, unroll = self._wait_any()
+        self._in_flight.discard(index)
+        self._request(index)
+        return unroll
+
+
+class ProcessActors(_AsyncActors):
+    """`config.num_actors` `LocalActor`s in worker processes (stdlib).
+
+    Workers are started with the spawn method (a fresh interpreter: forking a
+    process that runs TensorFlow is unsafe), ignore Ctrl-C (the training loop
+    handles it and calls `close`), and exit when the pipe to this process
+    closes, so they do not outlive it. A worker's exception is raised here
+    with its traceback.
+
+    Args:
+      config: A `tf_vtrace.agent.config.Config`.
+      worker_index: This host's index in a multi-worker run.
+    """
+
+    def __init__(self, config, worker_index=0):
+        super().__init__(config)
+        context = multiprocessing.get_context("spawn")
+        self._connections, self._processes = [], []
+        try:
+            for index in range(self.num_actors):
+                parent_end, child_end = context.Pipe()
+                process = context.Process(
+                    target=_process_worker, daemon=True,
+                    name=f"tf_vtrace-actor-{index}",
+                    args=(child_end, config,
+                          actor_seed_offset(config, index, worker_index)))
+                process.start()
+                child_end.close()
+                self._connections.append(parent_end)
+                self._processes.append(process)
+        finally:
+            # Runs at `close`, at garbage collection or at interpreter exit.
+            self._finalizer = weakref.finalize(
+                self, _stop_processes, self._connections, self._processes)
+
+    def _submit(self, index, weights, version):
+        self._connections[index].send((weights, version))
+
+    def _wait_any(self):
+        waiting = {self._connections[i]: i for i in self._in_flight}
+        while True:
+            ready = multiprocessing.connection.wait(list(waiting), timeout=1.)
+            for connection in ready:
+                index = waiting[connection]
+                try:
+                    kind, payload = connection.recv()
+                except EOFError:
+                    raise RuntimeError(
+                        f"actor process {index} exited (exit code "
+                        f"{self._processes[index].exitcode}).") from None
+                if kind == "error":
+                    raise RuntimeError(f"actor process {index} failed:\n{payload}")
+                return index, payload
+            for index in waiting.values():
+                if not self._processes[index].is_alive():
+                    raise RuntimeError(
+                        f"actor process {index} exited (exit code "
+                        f"{self._processes[index].exitcode}).")
+
+    def close(self):
+        """Stops the workers (terminated if they do not exit in time)."""
+        self._finalizer()
+
+
+def _process_worker(connection, config, seed_offset):
+    """A worker process: serves unroll requests until the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    actor = None
+    try:
+        actor = _RemoteActor(config, seed_offset)
+        while True:
+            request = connection.recv()
+            if request is None:
+                break
+            connection.send(("unroll", actor.unroll(*request)))
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        pass  # The training process closed the pipe: stop.
+    except Exception:  # noqa: BLE001 - the traceback goes to the parent.
+        try:
+            connection.send(("error", traceback.format_exc()))
+        except OSError:
+            pass
+    finally:
+        if actor is not None:
+            actor.close()
+        connection.close()
+
+
+def _stop_processes(connections, processes):
+    for connection in connections:
+        try:
+            connection.send(None)
+        except OSError:
+            pass  # Already gone.
+        # A worker blocked sending an unroll gets a broken pipe and exits.
+        connection.close()
+    for process in processes:
+        process.join(_JOIN_TIMEOUT_S)
+        if process.is_alive():
+            process.terminate()
+            process.join(_JOIN_TIMEOUT_S)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+def _import_ray(loopback):
+    """Imports Ray; `loopback`: keep a Ray started here on 127.0.0.1."""
+    if loopback:
+        # Read when Ray is imported: without it Ray binds the machine's
+        # network address even for a one-machine cluster.
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    try:
+        import ray
+    except ImportError as error:
+        raise ImportError(
+            "Config.backend='ray' needs Ray: pip install 'tf-vtrace[ray]'."
+        ) from error
+    return ray
+
+
+class RayActors(_AsyncActors):
+    """`config.num_actors` `LocalActor`s as Ray actors.
+
+    Uses the Ray cluster this process is connected to: `ray.init(address=...)`
+    called before, or the ``RAY_ADDRESS`` environment variable. Without
+    either it starts a one-machine Ray on loopback (own temporary directory,
+    no dashboard, usage statistics off), shut down again by `close`. Weights
+    go into Ray's object store once per version and are shared by the actors.
+
+    Args:
+      config: A `tf_vtrace.agent.config.Config`.
+      worker_index: This host's index in a multi-worker run.
+      num_cpus_per_actor: Ray CPUs each actor reserves.
+    """
+
+    def __init__(self, config, worker_index=0, num_cpus_per_actor=1):
+        super().__init__(config)
+        connect = "RAY_ADDRESS" in os.environ
+        ray = _import_ray(loopback=not connect and not _ray_initialized())
+        self._ray = ray
+        self._temp_dir = None
+        if not ray.is_initialized():
+            if connect:
+                ray.init(log_to_driver=False)
+            else:
+                self._temp_dir = tempfile.mkdtemp(prefix="tf_vtrace_ray_")
+                ray.init(num_cpus=self.num_actors * num_cpus_per_actor,
+                         include_dashboard=False, log_to_driver=False,
+                         _temp_dir=self._temp_dir)
+        remote_class = ray.remote(num_cpus=num_cpus_per_actor)(_RemoteActor)
+        self._actors = [
+            remote_class.remote(config,
+                                actor_seed_offset(config, index, worker_index))
+            for index in range(self.num_actors)]
+        self._pending = {}
+        self._weights_ref = None
+
+    def _submit(self, index, weights, version):
+        if weights is not None:
+            if self._weights_ref is None or self._weights_ref[0] != version:
+                self._weights_ref = (version, self._ray.put(weights))
+            weights = self._weights_ref[1]
+        self._pending[self._actors[index].unroll.remote(weights, version)] = index
+
+    def _wait_any(self):
+        (ready,), _ = self._ray.wait(list(self._pending), num_returns=1)
+        return self._pending.pop(ready), self._ray.get(ready)
+
+    def close(self):
+        """Kills the actors; shuts down a Ray started by this backend."""
+        ray = self._ray
+        for handle in self._actors:
+            ray.kill(handle)
+        self._actors, self._pending = [], {}
+        if self._temp_dir is not None:
+            ray.shutdown()
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
+
+
+def _ray_initialized():
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
