@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv demo test test-slow docs bench bench-core clean
+.PHONY: venv demo test test-slow docs bench bench-core bench-scan clean
 
 venv: $(STAMP)
 
@@ -34,6 +34,9 @@ docs: venv
 
 bench-core: venv
 	$(PY) benchmarks/bench_core.py
+
+bench-scan: venv
+	$(PY) benchmarks/scan_crossover.py
 
 bench: venv
 	bash benchmarks/run_all.sh
