@@ -26,6 +26,7 @@ recursion itself and never duplicates it.
 
 import collections
 import functools
+import inspect
 
 import tensorflow as tf
 import tensorflow_probability as tfp
@@ -424,6 +425,18 @@ def _kl(behaviour_dists, target_dists, target_log_probs,
     return tf.add_n(total)
 
 
+def _is_zero(cost):
+    return isinstance(cost, (int, float)) and cost == 0
+
+
+def _weighted(cost, term, like):
+    """cost · term per step; zeros shaped like `like` when `cost` is the
+    Python number 0, so that neither the term (the KL: a third of a learner
+    step, docs/performance.md) nor its zero gradient is computed for the loss.
+    """
+    return tf.zeros_like(like) if _is_zero(cost) else cost * term
+
+
 def _global_sum(value, cross_replica):
     """Σ over the replicas of a `tf.distribute` strategy, else `value`."""
     context = tf.distribute.get_replica_context()
@@ -476,11 +489,13 @@ def _loss_sums(behaviour_policy_logits, target_policy_logits, actions,
                truncation_values, behaviour_action_log_probs, baseline_cost,
                entropy_cost, kl_cost, pg_target, dist_class, model,
                clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold,
-               lambda_, time_major, jit_compile, scan, validate_args):
+               lambda_, time_major, jit_compile, scan, validate_args,
+               with_diagnostics=True):
     """The loss summed over valid steps, the summed terms, counts, statistics.
 
     Everything of `impala_loss` but the reduction's denominator, which may
     need a cross-replica sum and so stays outside any compiled function.
+    Without diagnostics, a KL with cost 0 is not computed at all.
     """
     targets = vtrace_targets(
         behaviour_policy_logits, target_policy_logits, actions, discounts,
@@ -510,20 +525,24 @@ def _loss_sums(behaviour_policy_logits, target_policy_logits, actions,
         behaviour_dists = _distributions(behaviour_heads, dist_class, model)
     target_log_probs = tf.add_n(targets.target_action_log_probs)
     entropy = _entropy(target_dists, targets.target_action_log_probs)
-    kl = _kl(behaviour_dists, target_dists, targets.target_action_log_probs,
-             targets.behaviour_action_log_probs)
+    kl = None
+    if with_diagnostics or not _is_zero(kl_cost):
+        kl = _kl(behaviour_dists, target_dists, targets.target_action_log_probs,
+                 targets.behaviour_action_log_probs)
 
     valid_float = tf.cast(valid, dtype)
     per_step = {
         "policy_loss": -target_log_probs * targets.pg_advantages,
         "baseline_loss": baseline_cost * 0.5 * tf.square(targets.vs - values),
-        "entropy_loss": -entropy_cost * entropy,
-        "kl_loss": kl_cost * kl,
+        "entropy_loss": -_weighted(entropy_cost, entropy, targets.vs),
+        "kl_loss": _weighted(kl_cost, kl, targets.vs),
     }
     term_sums = {key: tf.reduce_sum(_where_valid(valid, term))
                  for key, term in per_step.items()}
-    diagnostics = _diagnostics(targets, entropy, kl, valid_float,
-                               (clip_rho_threshold, clip_c_threshold))
+    diagnostics = {}
+    if with_diagnostics:
+        diagnostics = _diagnostics(targets, entropy, kl, valid_float,
+                                   (clip_rho_threshold, clip_c_threshold))
     return (tf.add_n(list(term_sums.values())), term_sums,
             _step_counts(valid_float), diagnostics)
 
@@ -756,33 +775,45 @@ def impala_loss(behaviour_policy_logits,
       ...     ("policy_loss", "baseline_loss", "entropy_loss", "kl_loss"))) < 1e-5)
       True
     """
+    arguments = locals()  # Filtered: AutoGraph adds names of its own.
+    return _reduced_loss(
+        {name: arguments[name] for name in inspect.signature(impala_loss).parameters},
+        with_diagnostics=True)
+
+
+_INPUTS = ("behaviour_policy_logits", "target_policy_logits", "actions",
+           "discounts", "rewards", "values", "bootstrap_value")
+
+
+def _reduced_loss(arguments, with_diagnostics):
+    """`impala_loss` from its bound `arguments`; `with_diagnostics=False`
+    returns an empty dict and spares the compiled call their work."""
+    options = dict(arguments)
+    reduction, cross_replica, name = (
+        options.pop(key) for key in ("reduction", "cross_replica", "name"))
+    inputs = {key: options.pop(key) for key in _INPUTS}
+    options["with_diagnostics"] = with_diagnostics
     _check_choice(reduction, "reduction", REDUCTIONS)
-    for cost, cost_name in ((baseline_cost, "baseline_cost"),
-                            (entropy_cost, "entropy_cost"), (kl_cost, "kl_cost")):
+    for cost_name in ("baseline_cost", "entropy_cost", "kl_cost"):
+        cost = options[cost_name]
         if not isinstance(cost, (int, float)) and not tf.is_tensor(cost):
             raise TypeError(f"`{cost_name}` must be a number, got {cost!r}.")
-    options = dict(
-        mask=mask, truncated=truncated, truncation_values=truncation_values,
-        behaviour_action_log_probs=behaviour_action_log_probs,
-        baseline_cost=baseline_cost, entropy_cost=entropy_cost, kl_cost=kl_cost,
-        pg_target=pg_target, dist_class=dist_class, model=model,
-        clip_rho_threshold=clip_rho_threshold,
-        clip_pg_rho_threshold=clip_pg_rho_threshold,
-        clip_c_threshold=clip_c_threshold, lambda_=lambda_,
-        time_major=time_major, jit_compile=jit_compile, scan=scan,
-        validate_args=validate_args)
-    inputs = dict(
-        behaviour_policy_logits=behaviour_policy_logits,
-        target_policy_logits=target_policy_logits, actions=actions,
-        discounts=discounts, rewards=rewards, values=values,
-        bootstrap_value=bootstrap_value)
     with tf.name_scope(name or "impala_loss"):
         fused = _fused_loss_sums(inputs, options)
         total, term_sums, counts, diagnostics = (
             fused if fused is not None else _loss_sums(**inputs, **options))
         denominator = _denominator(reduction, counts, cross_replica)
         loss = total if denominator is None else total / denominator
-        for key, term in term_sums.items():
-            term = tf.stop_gradient(term)
-            diagnostics[key] = term if denominator is None else term / denominator
+        if with_diagnostics:
+            for key, term in term_sums.items():
+                term = tf.stop_gradient(term)
+                diagnostics[key] = term if denominator is None else term / denominator
         return loss, diagnostics
+
+
+def _loss_without_diagnostics(**kwargs):
+    """The loss of `impala_loss(**kwargs)` alone, for Keras' `Loss.call`:
+    the compiled call skips the diagnostics (the KL among them)."""
+    arguments = inspect.signature(impala_loss).bind(**kwargs)
+    arguments.apply_defaults()
+    return _reduced_loss(arguments.arguments, with_diagnostics=False)[0]

@@ -466,12 +466,20 @@ def _make_distribution(policy_logits, dist_class, model):
 
 @tf.function(jit_compile=True, reduce_retracing=True)
 def _categorical_log_prob(logits, actions):
-    """tfp's Categorical log_prob, traced once and fused by XLA.
+    """log softmax(logits)[action], as tfp's Categorical log_prob, fused by XLA.
 
-    Eagerly, tfp's Python-side checks and TF's unfused softmax kernels cost
-    several times the log-softmax and gather themselves (docs/performance.md).
+    The taken action is picked by a one-hot contraction rather than a gather
+    (or tfp's sparse cross-entropy): its gradient, softmax − one-hot, is
+    elementwise and fuses with the rest of a learner step, where a gather's
+    is a scatter (docs/performance.md). An action outside [0, P) gives NaN, as
+    XLA's sparse cross-entropy does, rather than a silent 0.
     """
-    return tfd.Categorical(logits=logits).log_prob(actions)
+    num_actions = tf.shape(logits)[-1]
+    one_hot = tf.one_hot(actions, num_actions, dtype=logits.dtype)
+    log_probs = tf.reduce_sum(tf.nn.log_softmax(logits) * one_hot, axis=-1)
+    in_range = tf.logical_and(actions >= 0, actions < tf.cast(num_actions,
+                                                              actions.dtype))
+    return tf.where(in_range, log_probs, tf.constant(float("nan"), logits.dtype))
 
 
 def _check_categorical_actions(policy_logits, actions, validate_args):
