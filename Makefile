@@ -10,7 +10,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv venv-demo demo demo-eval learn-full ablation test test-slow docs bench bench-core clean
+.PHONY: venv venv-demo demo demo-eval learn-full ablation test test-slow docs bench bench-core bench-scan clean
 
 venv: $(STAMP)
 venv-demo: $(DEMO_STAMP)
@@ -62,6 +62,9 @@ docs: venv
 
 bench-core: venv
 	$(PY) benchmarks/bench_core.py
+
+bench-scan: venv
+	$(PY) benchmarks/scan_crossover.py
 
 bench: venv
 	bash benchmarks/run_all.sh

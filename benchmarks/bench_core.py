@@ -6,6 +6,7 @@ For `from_importance_weights` and `from_logits` at T=100, B=256 (18 actions)
 and T=20, B=32 it prints the median µs per call of
 
 * tf_vtrace, called eagerly as a user calls it (it compiles its own XLA kernel),
+* tf_vtrace called inside the user's own plain tf.function (no jit_compile),
 * tf_vtrace called inside the user's own tf.function(jit_compile=True),
 * a reversed tf.scan in a plain tf.function (no XLA): the scalable_agent shape,
 * the floor: one fused XLA pass with the same element-wise work and no time
@@ -28,8 +29,10 @@ import impl_tf  # noqa: E402
 
 SHAPES = ((100, 256), (20, 32))
 WORKLOADS = ("importance_weights", "from_logits")
-IMPLEMENTATIONS = ("tf_vtrace", "tf_vtrace in user jit fn", "tf.scan (no XLA)", "floor")
-TARGET_RATIO = 1.3  # tf_vtrace at T=100, B=256 should be within this of the floor
+IMPLEMENTATIONS = ("tf_vtrace", "tf_vtrace in user plain fn", "tf_vtrace in user jit fn",
+                   "tf.scan (no XLA)", "floor")
+# At T=100, B=256, from_importance_weights should be within this of the floor:
+TARGET_RATIOS = {"tf_vtrace": 1.3, "tf_vtrace in user plain fn": 1.2}
 
 
 def build_runners(workload, inputs):
@@ -58,7 +61,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     rounds, budget_s = (2, 0.01) if args.quick else (9, 0.25)
 
-    rows, target_ratio = [], None
+    rows, target_ratios = [], {}
     for T, B in SHAPES:
         for workload in WORKLOADS:
             medians, vs_diffs = bench_case(workload, T, B, rounds, budget_s)
@@ -68,16 +71,19 @@ def main(argv=None):
                              harness.fmt_ratio(medians[name], floor),
                              "(not V-trace)" if name == "floor" else f"{vs_diffs[name]:.1e}"))
             if (T, B, workload) == (100, 256, "importance_weights"):
-                target_ratio = medians["tf_vtrace"] / floor
+                target_ratios = {name: medians[name] / floor for name in TARGET_RATIOS}
             print(f"done {workload} T={T} B={B}", file=sys.stderr, flush=True)
 
     print("median us per call (T x B; 18 actions for from_logits);"
           " max|dvs| = max |vs - vs of tf.scan|")
     print(harness.format_table(
         ("workload", "TxB", "implementation", "us/call", "vs floor", "max|dvs|"), rows))
-    verdict = "met" if target_ratio <= TARGET_RATIO else "MISSED"
-    print(f"\ntarget: tf_vtrace from_importance_weights at T=100,B=256 <= "
-          f"{TARGET_RATIO}x floor: {target_ratio:.2f}x ({verdict})")
+    print()
+    for name, ratio in target_ratios.items():
+        goal = TARGET_RATIOS[name]
+        where = "" if name == "tf_vtrace" else f" ({name[len('tf_vtrace '):]})"
+        print(f"target: tf_vtrace from_importance_weights{where} at T=100,B=256 <= "
+              f"{goal}x floor: {ratio:.2f}x ({'met' if ratio <= goal else 'MISSED'})")
 
 
 if __name__ == "__main__":

@@ -59,6 +59,7 @@ def _trfl_vtrace(*args):
 VTRACE_FUNCTIONS = {
     # name: (vtrace function, wrap it in tf.function(jit_compile=?) ourselves)
     "tf_vtrace": (_tf_vtrace, None),  # called eagerly: the library compiles its own kernel
+    "tf_vtrace in user plain fn": (_tf_vtrace, False),  # inside the caller's tf.function
     "tf_vtrace in user jit fn": (_tf_vtrace, True),  # inside the caller's XLA function
     "floor": (tf_impls.floor_pass, True),
     "tf.scan (no XLA)": (tf_impls.scan_vtrace, False),
@@ -67,6 +68,8 @@ VTRACE_FUNCTIONS = {
 
 
 def build_importance_weights(name, inputs):
+    if name not in VTRACE_FUNCTIONS:
+        return None  # a learner-step-only row
     vtrace_fn, jit_compile = VTRACE_FUNCTIONS[name]
     if jit_compile is not None:
         vtrace_fn = tf.function(vtrace_fn, jit_compile=jit_compile)
@@ -94,14 +97,118 @@ def build_from_logits(name, inputs):
     return lambda: from_logits(*args)
 
 
+# The learner step, by how a user writes it (see docs/performance.md):
+# name -> (builder, jit_compile of the user's own tf.function).
+def _user_step(vtrace_fn):
+    return lambda jit_compile: tf_impls.make_learner_step(vtrace_fn, jit_compile)
+
+
+def _library_loss_step(jit_compile):
+    """A training step around the library's own loss, `impala_loss`."""
+    from tf_vtrace.impala import impala_loss
+
+    @tf.function(jit_compile=jit_compile)
+    def learner_step(behaviour_logits, target_logits, actions, discounts, rewards,
+                     values, bootstrap_value):
+        with tf.GradientTape() as tape:
+            tape.watch([target_logits, values])
+            loss, _ = impala_loss(
+                behaviour_logits, target_logits, actions, discounts, rewards, values,
+                bootstrap_value, baseline_cost=tf_impls.BASELINE_COST,
+                entropy_cost=tf_impls.ENTROPY_COST, reduction="sum")
+        grad_logits, grad_values = tape.gradient(loss, [target_logits, values])
+        return loss, grad_logits, grad_values
+
+    return learner_step
+
+
+LEARNER_STEPS = {
+    "tf_vtrace": (_library_loss_step, False),  # impala_loss in a plain tf.function
+    "tf_vtrace impala_loss in jit fn": (_library_loss_step, True),
+    "tf_vtrace in user plain fn": (_user_step(_tf_vtrace), False),
+    "tf_vtrace in user jit fn": (_user_step(_tf_vtrace), True),
+    # The floor runs the user's step under XLA; trfl and tf.scan in a plain
+    # tf.function, as in the scalable_agent lineage they come from.
+    "floor": (_user_step(tf_impls.floor_pass), True),
+    "tf.scan (no XLA)": (_user_step(tf_impls.scan_vtrace), False),
+    "trfl": (_user_step(_trfl_vtrace), False),
+    # TODO(issue 9): the agent pipeline's learner step, once it exists, goes
+    # here as "tf_vtrace pipeline learner": a builder(jit_compile) returning
+    # step(*LOGITS_KEYS tensors) -> (loss, d loss / d target logits, d / d values).
+}
+
+
 def build_learner_step(name, inputs):
-    """IMPALA learner step. tf_vtrace and floor run the whole step under XLA,
-    the way a user after speed writes it; trfl and tf.scan run it in a plain
-    tf.function, as in the scalable_agent lineage they come from."""
-    vtrace_fn, jit_compile = VTRACE_FUNCTIONS[name]
-    step = tf_impls.make_learner_step(vtrace_fn, jit_compile=jit_compile is not False)
+    """IMPALA learner step: logits -> log-probs -> V-trace -> loss -> gradients."""
+    if name == "tf_vtrace ImpalaLoss in fit":
+        return build_keras_train_step(inputs)
+    make_step, jit_compile = LEARNER_STEPS[name]
+    step = make_step(jit_compile)
     args = _tensors(inputs, LOGITS_KEYS)
     return lambda: step(*args)
+
+
+class _KerasStep:
+    """One Keras 3 `fit` step of `ImpalaLoss`, as `fit` runs it.
+
+    The model's output is one variable holding the packed predictions
+    [B, T + 1, A + 1] (π's logits and V for T + 1 observations, the last value
+    the bootstrap), so d loss / d variable is the gradient with respect to the
+    logits and the values. A call runs the model's train function on the next
+    batch of a repeating dataset, optimizer update (SGD, rate 0) included. The
+    outputs compared with the other rows are the loss and that gradient,
+    taken once through the same loss object.
+    """
+
+    def __init__(self, inputs):
+        from tf_vtrace.keras import ImpalaLoss, keras, pack_targets
+
+        batch_major = {k: tf.transpose(tf.constant(inputs[k]), [1, 0, 2] if
+                                       inputs[k].ndim == 3 else [1, 0])
+                       for k in LOGITS_KEYS if inputs[k].ndim >= 2}
+        T = inputs["values"].shape[0]
+        num_actions = inputs["target_logits"].shape[-1]
+        logits = tf.concat([batch_major["target_logits"],
+                            tf.zeros_like(batch_major["target_logits"][:, :1])], 1)
+        values = tf.concat([batch_major["values"],
+                            tf.constant(inputs["bootstrap_value"])[:, None]], 1)
+        y_pred = tf.concat([logits, values[..., None]], -1)
+        y_true = pack_targets(batch_major["actions"], batch_major["rewards"],
+                              batch_major["discounts"], batch_major["behaviour_logits"])
+        self.loss = ImpalaLoss(baseline_cost=tf_impls.BASELINE_COST,
+                               entropy_cost=tf_impls.ENTROPY_COST, reduction="sum")
+
+        class Predictions(keras.layers.Layer):
+            def build(self, input_shape):
+                self.packed = self.add_weight(shape=y_pred.shape, initializer="zeros")
+                self.packed.assign(y_pred)
+
+            def call(self, x):
+                return self.packed + 0. * x[:, :1, None]
+
+        x = tf.zeros([y_pred.shape[0], 1])
+        model = keras.Sequential([keras.Input((1,)), Predictions()])
+        model.compile(optimizer=keras.optimizers.SGD(0.0), loss=self.loss)
+        model.make_train_function()
+        dataset = tf.data.Dataset.from_tensors((x, y_true)).repeat()
+        self.iterator = iter(dataset)
+        self.model, self.y_true, self.y_pred, self.T, self.A = (
+            model, y_true, y_pred, T, num_actions)
+
+    def __call__(self):
+        return self.model.train_function(self.iterator)
+
+    def comparison_outputs(self):
+        """What the worker saves for max|diff| instead of the train logs."""
+        y_pred = tf.Variable(self.y_pred)
+        with tf.GradientTape() as tape:
+            loss = self.loss(self.y_true, y_pred)
+        grad = tf.transpose(tape.gradient(loss, y_pred)[:, :self.T], [1, 0, 2])
+        return loss, grad[..., :self.A], grad[..., self.A]
+
+
+def build_keras_train_step(inputs):
+    return _KerasStep(inputs)
 
 
 BUILDERS = {

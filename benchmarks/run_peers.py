@@ -24,7 +24,8 @@ import numpy as np  # noqa: E402
 
 import harness  # noqa: E402
 
-# name -> (venv under the repo root, impl module)
+# name -> (venv under the repo root, impl module). The first six run every
+# case, the scaling runs and the fresh-process probes.
 IMPLEMENTATIONS = {
     "tf_vtrace": (".venv", "impl_tf"),
     "floor": (".venv", "impl_tf"),
@@ -33,7 +34,17 @@ IMPLEMENTATIONS = {
     "torch loop": (".venv-bench-torch", "impl_torch"),
     "numpy loop": (".venv", "impl_numpy"),
 }
+SCALING_IMPLEMENTATIONS = tuple(IMPLEMENTATIONS)
+# How a user calls tf_vtrace (impl_tf.VTRACE_FUNCTIONS, impl_tf.LEARNER_STEPS):
+# these run the iw_100x256, iw_20x32 and learner cases only.
+IMPLEMENTATIONS.update({
+    "tf_vtrace in user plain fn": (".venv", "impl_tf"),
+    "tf_vtrace in user jit fn": (".venv", "impl_tf"),
+    "tf_vtrace impala_loss in jit fn": (".venv", "impl_tf"),
+    "tf_vtrace ImpalaLoss in fit": (".venv", "impl_tf"),
+})
 REFERENCE = "tf_vtrace"
+PEER = "rlax"  # the fastest peer so far: every row is also compared with it
 BASE_POINT = (100, 256)
 SCALING_POINTS = ((100, 256), (300, 256), (1000, 256), (100, 1024), (100, 4096))
 # key -> (workload, T, B); key names are what the tables print.
@@ -42,8 +53,13 @@ CASES = {
     "iw_20x32": ("importance_weights", 20, 32),
     "learner_100x256": ("learner_step", 100, 256),
 }
+BASE_CASES = tuple(CASES)
 for _T, _B in SCALING_POINTS[1:]:
     CASES[f"iw_{_T}x{_B}"] = ("importance_weights", _T, _B)
+
+
+def runs_case(name, key):
+    return name in SCALING_IMPLEMENTATIONS or key in BASE_CASES
 
 
 def _python(name):
@@ -99,6 +115,8 @@ def setup_cases(workers):
     for key, (workload, T, B) in CASES.items():
         outputs[key] = {}
         for name, worker in workers.items():
+            if not runs_case(name, key):
+                continue
             reply = worker.request("setup", key=key, workload=workload, T=T, B=B)
             if reply["supported"]:
                 outputs[key][name] = reply["outputs"]
@@ -152,19 +170,21 @@ def probe_fresh_processes(names):
 
 def case_table(medians, diffs):
     rows = []
-    for key in ("iw_100x256", "iw_20x32", "learner_100x256"):
-        reference = medians[key][REFERENCE]
+    for key in BASE_CASES:
+        reference, peer = medians[key][REFERENCE], medians[key][PEER]
         for name, us in sorted(medians[key].items(), key=lambda item: item[1]):
             rows.append((key, name, harness.fmt_us(us), harness.fmt_ratio(us, reference),
+                         harness.fmt_ratio(us, peer),
                          "(not V-trace)" if name == "floor" else f"{diffs[key][name]:.1e}"))
     return harness.format_table(
-        ("case", "implementation", "us/call", "vs tf_vtrace", "max|diff|"), rows)
+        ("case", "implementation", "us/call", "vs tf_vtrace", f"vs {PEER}", "max|diff|"),
+        rows)
 
 
 def scaling_table(medians, probes):
     header = ["implementation"] + [f"{T}x{B}" for T, B in SCALING_POINTS]
     time_rows, memory_rows = [], []
-    for name in IMPLEMENTATIONS:
+    for name in SCALING_IMPLEMENTATIONS:
         keys = [f"iw_{T}x{B}" for T, B in SCALING_POINTS]
         time_rows.append([name] + [harness.fmt_us(medians[k].get(name)) for k in keys])
         memory_rows.append([name] + [f"{probes[name]['memory_mib'][f'{T}x{B}']:.1f}"
@@ -175,22 +195,35 @@ def scaling_table(medians, probes):
 
 def latency_table(probes):
     rows = [(name, f"{probes[name]['import_s']:.2f}", f"{probes[name]['first_call_s']:.3f}")
-            for name in IMPLEMENTATIONS]
+            for name in SCALING_IMPLEMENTATIONS]
     return harness.format_table(("implementation", "import s", "first call s"), rows)
+
+
+def _verdict(met):
+    return "met" if met else "MISSED"
 
 
 def targets(medians):
     lines = []
     for key in ("iw_100x256", "learner_100x256"):
         ours = medians[key][REFERENCE]
-        peers = {n: us for n, us in medians[key].items() if n not in (REFERENCE, "floor")}
+        peers = {n: us for n, us in medians[key].items()
+                 if n != "floor" and not n.startswith(REFERENCE)}
         fastest = min(peers, key=peers.get)
-        verdict = "met" if ours < peers[fastest] else "MISSED"
         lines.append(f"{key}: tf_vtrace {ours:,.0f} us vs fastest peer {fastest} "
-                     f"{peers[fastest]:,.0f} us: faster than every peer: {verdict}")
-    ratio = medians["iw_100x256"][REFERENCE] / medians["iw_100x256"]["floor"]
-    lines.append(f"iw_100x256: tf_vtrace / floor = {ratio:.2f}x (target <= 1.3x: "
-                 f"{'met' if ratio <= 1.3 else 'MISSED'})")
+                     f"{peers[fastest]:,.0f} us: faster than every peer: "
+                     f"{_verdict(ours < peers[fastest])}")
+    learner = medians["learner_100x256"]
+    for name in sorted(n for n in learner if n.startswith(REFERENCE)):
+        ratio = learner[name] / learner[PEER]
+        lines.append(f"learner_100x256: {name} / {PEER} = {ratio:.2f}x"
+                     + (f" (target < 1.0x: {_verdict(ratio < 1.0)})"
+                        if name == REFERENCE else ""))
+    floor = medians["iw_100x256"]["floor"]
+    for name, goal in ((REFERENCE, 1.3), ("tf_vtrace in user plain fn", 1.2)):
+        ratio = medians["iw_100x256"][name] / floor
+        lines.append(f"iw_100x256: {name} / floor = {ratio:.2f}x (target <= {goal}x: "
+                     f"{_verdict(ratio <= goal)})")
     return "\n".join(lines)
 
 
@@ -204,7 +237,7 @@ def main(argv=None):
         harness.load_inputs(T, B)  # written once, before any worker reads them
 
     print("first-call latency and memory (fresh processes)...", file=sys.stderr, flush=True)
-    probes = probe_fresh_processes(IMPLEMENTATIONS)
+    probes = probe_fresh_processes(SCALING_IMPLEMENTATIONS)
     print("starting workers...", file=sys.stderr, flush=True)
     workers = start_workers(IMPLEMENTATIONS)
     try:

@@ -39,8 +39,13 @@ class Worker:
         if builder is None:
             return {"supported": False}
         call = builder(self.name, harness.load_inputs(T, B))
-        outputs = self.module.to_numpy(call())  # the first call traces / compiles
+        if call is None:
+            return {"supported": False}
+        outputs = call()  # the first call traces / compiles
         call()
+        if hasattr(call, "comparison_outputs"):  # e.g. a Keras step returns logs
+            outputs = call.comparison_outputs()
+        outputs = self.module.to_numpy(outputs)
         self.calls[key] = call
         path = os.path.join(harness.RESULTS_DIR, f"out_{_slug(self.name)}_{key}.npz")
         np.savez(path, *outputs)

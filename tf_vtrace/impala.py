@@ -25,9 +25,14 @@ recursion itself and never duplicates it.
 """
 
 import collections
+import functools
+import inspect
 
 import tensorflow as tf
 import tensorflow_probability as tfp
+
+# The compiled loss pauses the tape around its call (see `_fused_loss_sums`).
+from tensorflow.python.eager import record as _record
 
 from tf_vtrace import _checks
 from tf_vtrace import vtrace
@@ -273,6 +278,7 @@ def vtrace_targets(behaviour_policy_logits,
                    alpha_=1.0,
                    time_major=True,
                    jit_compile=True,
+                   scan="auto",
                    validate_args=False,
                    name=None):
     r"""V-trace targets from logits, with padding, truncation and `pg_target`.
@@ -323,6 +329,8 @@ def vtrace_targets(behaviour_policy_logits,
         `tf_vtrace.from_importance_weights`.
       time_major: If False, sequences are [B, T, ...] and so are the outputs.
       jit_compile: Compile the recursion with XLA.
+      scan: ``"auto"``, ``"sequential"`` or ``"associative"``; see
+        `tf_vtrace.from_importance_weights`.
       validate_args: Assert run-time shapes and action ranges.
       name: Name scope of the ops.
 
@@ -375,7 +383,8 @@ def vtrace_targets(behaviour_policy_logits,
         returns = vtrace.from_importance_weights(
             *masked[:5], clip_rho_threshold, clip_pg_rho_threshold,
             clip_c_threshold=clip_c_threshold, lambda_=masked[5], alpha_=alpha_,
-            time_major=True, jit_compile=jit_compile, validate_args=validate_args)
+            time_major=True, jit_compile=jit_compile, scan=scan,
+            validate_args=validate_args)
         pg_advantages = returns.pg_advantages
         if pg_target == "lambda_returns":
             # The core has checked the threshold already.
@@ -429,6 +438,18 @@ def _kl(behaviour_dists, target_dists, target_log_probs,
     return tf.add_n(total)
 
 
+def _is_zero(cost):
+    return isinstance(cost, (int, float)) and cost == 0
+
+
+def _weighted(cost, term, like):
+    """cost · term per step; zeros shaped like `like` when `cost` is the
+    Python number 0, so that neither the term (the KL: a third of a learner
+    step, docs/performance.md) nor its zero gradient is computed for the loss.
+    """
+    return tf.zeros_like(like) if _is_zero(cost) else cost * term
+
+
 def _global_sum(value, cross_replica):
     """Σ over the replicas of a `tf.distribute` strategy, else `value`."""
     context = tf.distribute.get_replica_context()
@@ -443,14 +464,16 @@ def _masked_mean(tensor, valid_float):
                                  tf.reduce_sum(valid_float))
 
 
-def _denominator(reduction, valid_float, cross_replica):
+def _step_counts(valid_float):
+    """The local number of steps and of valid steps, for the denominators."""
+    return {"mean": tf.cast(tf.size(valid_float), valid_float.dtype),
+            "masked_mean": tf.reduce_sum(valid_float)}
+
+
+def _denominator(reduction, counts, cross_replica):
     if reduction == "sum":
         return None
-    if reduction == "mean":
-        count = tf.cast(tf.size(valid_float), valid_float.dtype)
-    else:
-        count = tf.reduce_sum(valid_float)
-    return tf.maximum(_global_sum(count, cross_replica), 1.)
+    return tf.maximum(_global_sum(counts[reduction], cross_replica), 1.)
 
 
 def _diagnostics(targets, entropy, kl, valid_float, thresholds):
@@ -473,6 +496,179 @@ def _diagnostics(targets, entropy, kl, valid_float, thresholds):
         "entropy": _masked_mean(tf.stop_gradient(entropy), valid_float),
         "kl": _masked_mean(tf.stop_gradient(kl), valid_float),
     }
+
+
+def _loss_sums(behaviour_policy_logits, target_policy_logits, actions,
+               discounts, rewards, values, bootstrap_value, *, mask, truncated,
+               truncation_values, behaviour_action_log_probs, baseline_cost,
+               entropy_cost, kl_cost, pg_target, dist_class, model,
+               clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold,
+               lambda_, alpha_, time_major, jit_compile, scan, validate_args,
+               with_diagnostics=True):
+    """The loss summed over valid steps, the summed terms, counts, statistics.
+
+    Everything of `impala_loss` but the reduction's denominator, which may
+    need a cross-replica sum and so stays outside any compiled function.
+    Without diagnostics, a KL with cost 0 is not computed at all.
+    """
+    targets = vtrace_targets(
+        behaviour_policy_logits, target_policy_logits, actions, discounts,
+        rewards, values, bootstrap_value, mask=mask, truncated=truncated,
+        truncation_values=truncation_values,
+        behaviour_action_log_probs=behaviour_action_log_probs,
+        pg_target=pg_target, dist_class=dist_class, model=model,
+        clip_rho_threshold=clip_rho_threshold,
+        clip_pg_rho_threshold=clip_pg_rho_threshold,
+        clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
+        time_major=time_major, jit_compile=jit_compile, scan=scan,
+        validate_args=validate_args)
+    dtype = targets.vs.dtype
+    valid = targets.valid
+    values = tf.cast(_where_valid(valid, tf.convert_to_tensor(values)), dtype)
+
+    target_heads = [_where_valid(valid, tf.cast(h, dtype)) for h in
+                    vtrace._as_head_list(target_policy_logits,
+                                         "target_policy_logits")]
+    target_dists = _distributions(target_heads, dist_class, model)
+    behaviour_dists = None
+    if behaviour_action_log_probs is None:
+        behaviour_heads = [
+            tf.stop_gradient(_where_valid(valid, tf.cast(h, dtype)))
+            for h in vtrace._as_head_list(behaviour_policy_logits,
+                                          "behaviour_policy_logits")]
+        behaviour_dists = _distributions(behaviour_heads, dist_class, model)
+    target_log_probs = tf.add_n(targets.target_action_log_probs)
+    entropy = _entropy(target_dists, targets.target_action_log_probs)
+    kl = None
+    if with_diagnostics or not _is_zero(kl_cost):
+        kl = _kl(behaviour_dists, target_dists, targets.target_action_log_probs,
+                 targets.behaviour_action_log_probs)
+
+    valid_float = tf.cast(valid, dtype)
+    per_step = {
+        "policy_loss": -target_log_probs * targets.pg_advantages,
+        "baseline_loss": baseline_cost * 0.5 * tf.square(targets.vs - values),
+        "entropy_loss": -_weighted(entropy_cost, entropy, targets.vs),
+        "kl_loss": _weighted(kl_cost, kl, targets.vs),
+    }
+    term_sums = {key: tf.reduce_sum(_where_valid(valid, term))
+                 for key, term in per_step.items()}
+    diagnostics = {}
+    if with_diagnostics:
+        diagnostics = _diagnostics(targets, entropy, kl, valid_float,
+                                   (clip_rho_threshold, clip_c_threshold))
+    return (tf.add_n(list(term_sums.values())), term_sums,
+            _step_counts(valid_float), diagnostics)
+
+
+# --- The loss as one compiled call -------------------------------------------
+
+
+def _as_tensors(value):
+    """`value` as tensors (a list stays a list), or None if it is not one.
+
+    A variable is read here, outside the compiled call, so that the caller's
+    tape records the read and the gradient reaches the variable.
+    """
+    if isinstance(value, (list, tuple)):
+        converted = [_as_tensors(v) for v in value]
+        return None if any(c is None for c in converted) else converted
+    if isinstance(value, tf.Variable):
+        return tf.convert_to_tensor(value)
+    return value if isinstance(value, tf.Tensor) else None
+
+
+def _split_for_compiling(inputs, options):
+    """(tensor arguments, hashable static options), or None when the loss
+    cannot run as one compiled call (see `impala_loss`'s `jit_compile`)."""
+    if (not options["jit_compile"] or options["validate_args"]
+            or options["dist_class"] is not None):
+        return None
+    tensors, static = {}, {"model": None}
+    for key, value in dict(inputs, **options).items():
+        if key == "model" or value is None:
+            static.setdefault(key, None)
+            continue
+        converted = _as_tensors(value)
+        if converted is not None:
+            tensors[key] = converted
+        elif key in inputs or key in (
+                "mask", "truncated", "truncation_values",
+                "behaviour_action_log_probs"):
+            return None  # numpy or Python sequences: the regular path converts them
+        else:
+            static[key] = value
+    static = tuple(sorted(static.items()))
+    try:
+        hash(static)
+    except TypeError:  # e.g. λ as a numpy array
+        return None
+    return tensors, static
+
+
+def _differentiable(arguments):
+    """What the loss is differentiated with respect to: π's logits, V."""
+    return tf.nest.flatten(arguments["target_policy_logits"]) + [
+        arguments["values"]]
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled_loss_sums(static, with_gradients):
+    """`_loss_sums` as one XLA function; with its gradient if asked.
+
+    The targets inside carry no gradient (the core's recursion is under
+    stop_gradient), so the inner tape differentiates only the log-probs and
+    the terms: XLA fuses forward and backward into one call.
+    """
+    def loss_sums(tensors):
+        arguments = dict(static, **tensors)
+        if not with_gradients:
+            return _loss_sums(**arguments)
+        differentiable = _differentiable(arguments)
+        with tf.GradientTape() as tape:
+            tape.watch(differentiable)
+            outputs = _loss_sums(**arguments)
+        return outputs, tape.gradient(
+            outputs[0], differentiable,
+            unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+    return tf.function(loss_sums, jit_compile=True, reduce_retracing=True,
+                       autograph=False)
+
+
+def _with_gradients(total, gradients, differentiable):
+    """`total`, differentiable with respect to `differentiable` by the
+    precomputed `gradients` (d total / d input), scaled by the upstream."""
+    @tf.custom_gradient
+    def attach(*unused_inputs):
+        def gradient(upstream):
+            return [g * tf.cast(upstream, g.dtype) for g in gradients]
+        return tf.identity(total), gradient
+
+    return attach(*differentiable)
+
+
+def _fused_loss_sums(inputs, options):
+    """`_loss_sums` in one XLA call, or None where that cannot run.
+
+    Under a tape (training), the call also returns the gradient, which a
+    custom gradient hands back: one compiled call for the whole step's loss
+    math, instead of separate log-prob, V-trace and backward calls with
+    uncompiled glue between them. Without a tape (metrics, evaluation) it
+    skips the gradient.
+    """
+    split = _split_for_compiling(inputs, options)
+    if split is None:
+        return None
+    tensors, static = split
+    if not _record.could_possibly_record():
+        return _compiled_loss_sums(static, False)(tensors)
+    # Traced first: a tape opened while recording is paused would not record.
+    compiled = _compiled_loss_sums(static, True).get_concrete_function(tensors)
+    with _record.stop_recording():
+        (total, *rest), gradients = compiled(tensors)
+    differentiable = _differentiable(tensors)
+    return (_with_gradients(total, gradients, differentiable), *rest)
 
 
 def impala_loss(behaviour_policy_logits,
@@ -501,6 +697,7 @@ def impala_loss(behaviour_policy_logits,
                 alpha_=1.0,
                 time_major=True,
                 jit_compile=True,
+                scan="auto",
                 validate_args=False,
                 cross_replica=True,
                 name=None):
@@ -555,15 +752,24 @@ def impala_loss(behaviour_policy_logits,
       lambda_: λ, a scalar or one value per step.
       alpha_: Leaky V-trace's α in [0, 1]; see `vtrace_targets`.
       time_major: If False, every sequence is [B, T, ...] (Keras layout).
-      jit_compile: Compile the recursion with XLA.
+      jit_compile: Compile with XLA (default). With the default Categorical
+        heads, tensor inputs and `validate_args=False`, the whole loss (log-
+        probs, V-trace, the terms, and under a `GradientTape` its gradient
+        with respect to the target logits and the values) runs as one XLA
+        call, wherever it is called: eagerly, in a plain `tf.function`
+        (Keras `fit` on CPU) or in a `jit_compile=True` one. Otherwise
+        (a `dist_class`, `validate_args=True`, numpy or Python inputs) the
+        log-probs and the recursion are compiled separately.
+      scan: ``"auto"``, ``"sequential"`` or ``"associative"``; see
+        `tf_vtrace.from_importance_weights`.
       validate_args: Assert run-time shapes and action ranges.
       cross_replica: Sum the denominators over replicas (see above); False
         reduces over the local batch only.
       name: Name scope of the ops.
 
     Returns:
-      `(loss, diagnostics)`: the scalar float32 loss and a dict with the
-      weighted, reduced terms ``policy_loss``, ``baseline_loss``,
+      `(loss, diagnostics)`: the scalar float32 loss and a dict (no gradient
+      through it) with the weighted, reduced terms ``policy_loss``, ``baseline_loss``,
       ``entropy_loss`` (negative: −entropy_cost·H) and ``kl_loss``, which sum
       to the loss, and masked means over the local batch of ``mean_rho``
       (unclipped ρ), ``rho_clipped_fraction`` (the fraction of steps with
@@ -586,57 +792,45 @@ def impala_loss(behaviour_policy_logits,
       ...     ("policy_loss", "baseline_loss", "entropy_loss", "kl_loss"))) < 1e-5)
       True
     """
+    arguments = locals()  # Filtered: AutoGraph adds names of its own.
+    return _reduced_loss(
+        {name: arguments[name] for name in inspect.signature(impala_loss).parameters},
+        with_diagnostics=True)
+
+
+_INPUTS = ("behaviour_policy_logits", "target_policy_logits", "actions",
+           "discounts", "rewards", "values", "bootstrap_value")
+
+
+def _reduced_loss(arguments, with_diagnostics):
+    """`impala_loss` from its bound `arguments`; `with_diagnostics=False`
+    returns an empty dict and spares the compiled call their work."""
+    options = dict(arguments)
+    reduction, cross_replica, name = (
+        options.pop(key) for key in ("reduction", "cross_replica", "name"))
+    inputs = {key: options.pop(key) for key in _INPUTS}
+    options["with_diagnostics"] = with_diagnostics
     _check_choice(reduction, "reduction", REDUCTIONS)
-    for cost, cost_name in ((baseline_cost, "baseline_cost"),
-                            (entropy_cost, "entropy_cost"), (kl_cost, "kl_cost")):
+    for cost_name in ("baseline_cost", "entropy_cost", "kl_cost"):
+        cost = options[cost_name]
         if not isinstance(cost, (int, float)) and not tf.is_tensor(cost):
             raise TypeError(f"`{cost_name}` must be a number, got {cost!r}.")
     with tf.name_scope(name or "impala_loss"):
-        targets = vtrace_targets(
-            behaviour_policy_logits, target_policy_logits, actions, discounts,
-            rewards, values, bootstrap_value, mask=mask, truncated=truncated,
-            truncation_values=truncation_values,
-            behaviour_action_log_probs=behaviour_action_log_probs,
-            pg_target=pg_target, dist_class=dist_class, model=model,
-            clip_rho_threshold=clip_rho_threshold,
-            clip_pg_rho_threshold=clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
-            time_major=time_major, jit_compile=jit_compile,
-            validate_args=validate_args)
-        dtype = targets.vs.dtype
-        valid = targets.valid
-        values = tf.cast(_where_valid(valid, tf.convert_to_tensor(values)), dtype)
-
-        target_heads = [_where_valid(valid, tf.cast(h, dtype)) for h in
-                        vtrace._as_head_list(target_policy_logits,
-                                             "target_policy_logits")]
-        target_dists = _distributions(target_heads, dist_class, model)
-        behaviour_dists = None
-        if behaviour_action_log_probs is None:
-            behaviour_heads = [
-                tf.stop_gradient(_where_valid(valid, tf.cast(h, dtype)))
-                for h in vtrace._as_head_list(behaviour_policy_logits,
-                                              "behaviour_policy_logits")]
-            behaviour_dists = _distributions(behaviour_heads, dist_class, model)
-        target_log_probs = tf.add_n(targets.target_action_log_probs)
-        entropy = _entropy(target_dists, targets.target_action_log_probs)
-        kl = _kl(behaviour_dists, target_dists, targets.target_action_log_probs,
-                 targets.behaviour_action_log_probs)
-
-        valid_float = tf.cast(valid, dtype)
-        per_step = {
-            "policy_loss": -target_log_probs * targets.pg_advantages,
-            "baseline_loss": baseline_cost * 0.5 * tf.square(targets.vs - values),
-            "entropy_loss": -entropy_cost * entropy,
-            "kl_loss": kl_cost * kl,
-        }
-        denominator = _denominator(reduction, valid_float, cross_replica)
-        terms = {}
-        for key, term in per_step.items():
-            total = tf.reduce_sum(_where_valid(valid, term))
-            terms[key] = total if denominator is None else total / denominator
-        loss = tf.add_n(list(terms.values()))
-        diagnostics = dict(terms, **_diagnostics(
-            targets, entropy, kl, valid_float,
-            (clip_rho_threshold, clip_c_threshold)))
+        fused = _fused_loss_sums(inputs, options)
+        total, term_sums, counts, diagnostics = (
+            fused if fused is not None else _loss_sums(**inputs, **options))
+        denominator = _denominator(reduction, counts, cross_replica)
+        loss = total if denominator is None else total / denominator
+        if with_diagnostics:
+            for key, term in term_sums.items():
+                term = tf.stop_gradient(term)
+                diagnostics[key] = term if denominator is None else term / denominator
         return loss, diagnostics
+
+
+def _loss_without_diagnostics(**kwargs):
+    """The loss of `impala_loss(**kwargs)` alone, for Keras' `Loss.call`:
+    the compiled call skips the diagnostics (the KL among them)."""
+    arguments = inspect.signature(impala_loss).bind(**kwargs)
+    arguments.apply_defaults()
+    return _reduced_loss(arguments.arguments, with_diagnostics=False)[0]

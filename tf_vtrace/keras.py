@@ -320,7 +320,11 @@ class ImpalaLoss(keras.losses.Loss):
         Returns:
           The scalar loss and the dict of diagnostics.
         """
-        return impala.impala_loss(
+        return impala.impala_loss(**self._impala_loss_arguments(
+            y_true, y_pred, cross_replica))
+
+    def _impala_loss_arguments(self, y_true, y_pred, cross_replica):
+        return dict(
             **self._unpack(y_true, y_pred),
             baseline_cost=self.baseline_cost, entropy_cost=self.entropy_cost,
             kl_cost=self.kl_cost, reduction=self.impala_reduction,
@@ -328,7 +332,9 @@ class ImpalaLoss(keras.losses.Loss):
             cross_replica=cross_replica, **_vtrace_options(self))
 
     def call(self, y_true, y_pred):
-        return self.loss_and_diagnostics(y_true, y_pred)[0]
+        # The loss alone: its compiled call skips the diagnostics' work.
+        return impala._loss_without_diagnostics(**self._impala_loss_arguments(
+            y_true, y_pred, cross_replica=True))
 
     def get_config(self):
         config = {key: getattr(self, key) for key in _SERIALIZABLE_OPTIONS

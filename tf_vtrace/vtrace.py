@@ -123,12 +123,16 @@ def _clipped_ratio(log_rhos, threshold, alpha_=1.0):
     return alpha_ * clipped + tf.exp(tf.math.log1p(-alpha_) + log_rhos)
 
 
-def _reverse_discounted_sum(deltas, decays):
-    """acc_t = δ_t + decay_t · acc_{t+1}, acc_T = 0, along axis 0 (time).
+# How the recursion runs: `scan=` of the public functions (docs/performance.md).
+SCANS = ("auto", "sequential", "associative")
 
-    This is eq. (1) of the paper written backwards: one pass of a reversed
-    `tf.scan` instead of the O(T²) sum. (Running several steps per iteration
-    was measured slower under XLA at large T and B; see docs/performance.md.)
+
+def _sequential_reverse_discounted_sum(deltas, decays):
+    """acc_t = δ_t + decay_t · acc_{t+1}, acc_T = 0: T steps of a reversed `tf.scan`.
+
+    This is eq. (1) of the paper written backwards: one pass instead of the
+    O(T²) sum. (Running several steps per iteration was measured slower under
+    XLA at large T and B; see docs/performance.md.)
     """
     def step(acc_next, elements):
         delta, decay = elements
@@ -138,6 +142,55 @@ def _reverse_discounted_sum(deltas, decays):
                    reverse=True)
 
 
+def _associative_reverse_discounted_sum(deltas, decays):
+    """The same acc_t in ⌈log₂ T⌉ rounds of whole-sequence arithmetic.
+
+    Step t is the affine map x ↦ δ_t + decay_t · x, and acc_t applies the
+    maps of steps t, t+1, ..., T−1 to acc_T = 0. Composing two affine maps
+    gives an affine map, so a doubling (Hillis–Steele) scan works: after the
+    round with offset k, (gain_t, sum_t) is the composition of the 2k maps
+    from step t on (fewer near the end, where steps past T count as the zero
+    map), and sum_t = acc_t once 2k ≥ T. Each round is elementwise over all of
+    [T, B, ...], so the depth is log T rather than T: the width a GPU or TPU
+    can use. It does about log₂ T times the arithmetic of the sequential scan.
+
+    The gains Π decay are formed explicitly. With c̄ (or λ·γ) above 1 they can
+    overflow where the sequential scan, which never forms them, stays finite.
+    """
+    num_steps = tf.shape(deltas)[0]
+    step_index = tf.reshape(tf.range(num_steps),
+                            [-1] + [1] * (deltas.shape.rank - 1))
+
+    def compose_with_later(offset, gains, sums):
+        # The maps starting `offset` steps later; past T, the zero map.
+        in_range = step_index + offset < num_steps
+        later_gains = tf.where(in_range, tf.roll(gains, -offset, axis=0), 0.)
+        later_sums = tf.where(in_range, tf.roll(sums, -offset, axis=0), 0.)
+        return offset * 2, gains * later_gains, sums + gains * later_sums
+
+    _, _, sums = tf.while_loop(
+        lambda offset, gains, sums: offset < num_steps, compose_with_later,
+        (tf.constant(1), decays, deltas))
+    return sums
+
+
+def _resolve_scan(scan, num_steps):
+    """`scan` as "sequential" or "associative"; "auto" picks per T.
+
+    On CPU the sequential scan measured faster at every T from 20 to 10,000
+    (benchmarks/scan_crossover.py, docs/performance.md), so "auto" runs it.
+    """
+    del num_steps  # No measured crossover yet; kept so "auto" can use T.
+    return "sequential" if scan == "auto" else scan
+
+
+def _reverse_discounted_sum(deltas, decays, scan):
+    """acc_t = δ_t + decay_t · acc_{t+1}, acc_T = 0, along axis 0 (time)."""
+    if scan == "associative":
+        return _associative_reverse_discounted_sum(deltas, decays)
+    return _sequential_reverse_discounted_sum(deltas, decays)
+
+
 def _shift_in_bootstrap(sequence, bootstrap_value):
     """[x_1, ..., x_{T-1}, bootstrap]: the time-major sequence one step ahead."""
     return tf.concat([sequence[1:], bootstrap_value[tf.newaxis]], axis=0)
@@ -145,7 +198,7 @@ def _shift_in_bootstrap(sequence, bootstrap_value):
 
 def _vtrace_time_major(log_rhos, discounts, rewards, values, bootstrap_value,
                        lambda_, clip_rho_threshold, clip_pg_rho_threshold,
-                       clip_c_threshold, alpha_):
+                       clip_c_threshold, alpha_, scan="sequential"):
     """V-trace on time-major tensors of one dtype; see the module docstring."""
     clipped_rhos = _clipped_ratio(log_rhos, clip_rho_threshold, alpha_)
     # λ may be a scalar or per-step; broadcasting pins the traces' shape even
@@ -155,7 +208,7 @@ def _vtrace_time_major(log_rhos, discounts, rewards, values, bootstrap_value,
     cs = lambdas * _clipped_ratio(log_rhos, clip_c_threshold, alpha_)
     values_t_plus_1 = _shift_in_bootstrap(values, bootstrap_value)
     deltas = clipped_rhos * (rewards + discounts * values_t_plus_1 - values)
-    vs = values + _reverse_discounted_sum(deltas, discounts * cs)
+    vs = values + _reverse_discounted_sum(deltas, discounts * cs, scan)
 
     vs_t_plus_1 = _shift_in_bootstrap(vs, bootstrap_value)
     clipped_pg_rhos = _clipped_ratio(log_rhos, clip_pg_rho_threshold, alpha_)
@@ -173,7 +226,7 @@ def _to_time_major(tensor, time_major):
 
 def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
                    lambda_, clip_rho_threshold, clip_pg_rho_threshold,
-                   clip_c_threshold, alpha_, time_major):
+                   clip_c_threshold, alpha_, time_major, scan="sequential"):
     """`_vtrace_time_major` in the caller's layout and dtype.
 
     The layout and dtype plumbing lives inside the compiled function too, so
@@ -191,7 +244,8 @@ def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
     vs, pg_advantages = _vtrace_time_major(
         prepare(log_rhos), prepare(discounts), prepare(rewards), prepare(values),
         prepare(bootstrap_value, is_sequence=False), lambda_,
-        clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold, alpha_)
+        clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold, alpha_,
+        scan)
     return (tf.cast(_to_time_major(vs, time_major), dtype),
             tf.cast(_to_time_major(pg_advantages, time_major), dtype))
 
@@ -205,7 +259,8 @@ def _hyperparameter_key(value):
 
 # Bounded: a caller varying a Python-number λ every step would otherwise grow it.
 @functools.lru_cache(maxsize=64)
-def _concrete_kernel(jit_compile, time_major, dtype, rank, hyperparameter_keys):
+def _concrete_kernel(jit_compile, time_major, dtype, rank, hyperparameter_keys,
+                     scan):
     """`_vtrace_kernel` traced once for unknown T and B, and cached.
 
     Python-number hyperparameters are compiled in as constants; tensor ones
@@ -224,7 +279,7 @@ def _concrete_kernel(jit_compile, time_major, dtype, rank, hyperparameter_keys):
             hyperparameters[slot] = tensor
         return _vtrace_kernel(log_rhos, discounts, rewards, values,
                               bootstrap_value, *hyperparameters,
-                              time_major=time_major)
+                              time_major=time_major, scan=scan)
 
     sequence = tf.TensorSpec([None] * rank, dtype)
     specs = [sequence] * 4 + [tf.TensorSpec([None] * (rank - 1), dtype)]
@@ -235,30 +290,36 @@ def _concrete_kernel(jit_compile, time_major, dtype, rank, hyperparameter_keys):
         *specs)
 
 
-def _call_kernel(jit_compile, time_major, tensors, hyperparameters):
+def _call_kernel(jit_compile, time_major, tensors, hyperparameters,
+                 scan="sequential"):
     """Runs the cached kernel with no gradient recorded through it.
 
     Targets carry no gradient. Keeping the tape from recording the call also
     matters because XLA cannot hand the scan's intermediates to a backward
-    pass. Eagerly, pausing the tape costs nothing; in a graph, stop_gradient
-    also covers `tf.gradients`.
+    pass. Pausing the tape costs nothing; in a graph, stop_gradient on the two
+    outputs also covers `tf.gradients` (two ops, not one per input).
     """
     values = tensors[3]
     keys = tuple(_hyperparameter_key(h) for h in hyperparameters)
     kernel = _concrete_kernel(bool(jit_compile), bool(time_major), values.dtype,
-                              values.shape.rank, keys)
+                              values.shape.rank, keys,
+                              _resolve_scan(scan, values.shape[0 if time_major else 1]))
     inputs = list(tensors) + [h for h in hyperparameters if tf.is_tensor(h)]
-    if tf.executing_eagerly():
-        with _record.stop_recording():
-            outputs = kernel(*inputs)
-    else:
-        outputs = kernel(*[tf.stop_gradient(t) for t in inputs])
+    with _record.stop_recording():
+        outputs = kernel(*inputs)
+    if not tf.executing_eagerly():
+        outputs = [tf.stop_gradient(output) for output in outputs]
     for output in outputs:
         output.set_shape(values.shape)  # The trace only knows the rank.
     return outputs
 
 
 # --- Public entry points -----------------------------------------------------
+
+
+def _check_scan(scan):
+    if scan not in SCANS:
+        raise ValueError(f"`scan` must be one of {SCANS}, got {scan!r}.")
 
 
 def _prepare_inputs(log_rhos, discounts, rewards, values, bootstrap_value,
@@ -346,6 +407,7 @@ def from_importance_weights(log_rhos,
                             alpha_=1.0,
                             time_major=True,
                             jit_compile=True,
+                            scan="auto",
                             validate_args=False,
                             name=None):
     r"""V-trace targets from log importance weights log ρ_t.
@@ -400,7 +462,15 @@ def from_importance_weights(log_rhos,
       time_major: If False, every sequence input and output is [B, T, ...].
       jit_compile: Compile the recursion with XLA (default). Either way it
         runs inside a caller's `tf.function`, `jit_compile=True` function,
-        `GradientTape`, or eagerly.
+        `GradientTape`, or eagerly. Inside a caller's `tf.function`, the
+        fastest step is the caller's own `tf.function(jit_compile=True)`:
+        a plain one calls the compiled kernel as a nested function, which
+        costs a dispatch (docs/performance.md).
+      scan: How the recursion runs: ``"sequential"`` (a reversed `tf.scan`,
+        T steps), ``"associative"`` (⌈log₂ T⌉ rounds over the whole
+        sequence: the depth a GPU or TPU can use at long T, about log₂ T
+        times the arithmetic), or ``"auto"`` (default: the one measured
+        faster for the size; on CPU, sequential).
       validate_args: Also assert, at run time, shapes that are unknown when
         traced (T or B of None) and that tensor thresholds are positive.
       name: Name scope of the ops.
@@ -424,6 +494,7 @@ def from_importance_weights(log_rhos,
       >>> [round(float(v), 4) for v in out.vs[:, 0]]  # on-policy: discounted returns
       [4.0951, 3.439, 2.71, 1.9, 1.0]
     """
+    _check_scan(scan)
     with tf.name_scope(name or "from_importance_weights"):
         tensors, lambda_, shape, asserts = _prepare_inputs(
             log_rhos, discounts, rewards, values, bootstrap_value, lambda_,
@@ -444,7 +515,7 @@ def from_importance_weights(log_rhos,
             lambda_ = sequences.pop()
         vs, pg_advantages = _call_kernel(
             jit_compile, time_major, (*sequences, tensors[4]),
-            (lambda_, *thresholds, alpha_))
+            (lambda_, *thresholds, alpha_), scan)
         return VTraceReturns(vs=vs, pg_advantages=pg_advantages)
 
 
@@ -472,12 +543,20 @@ def _make_distribution(policy_logits, dist_class, model):
 
 @tf.function(jit_compile=True, reduce_retracing=True)
 def _categorical_log_prob(logits, actions):
-    """tfp's Categorical log_prob, traced once and fused by XLA.
+    """log softmax(logits)[action], as tfp's Categorical log_prob, fused by XLA.
 
-    Eagerly, tfp's Python-side checks and TF's unfused softmax kernels cost
-    several times the log-softmax and gather themselves (docs/performance.md).
+    The taken action is picked by a one-hot contraction rather than a gather
+    (or tfp's sparse cross-entropy): its gradient, softmax − one-hot, is
+    elementwise and fuses with the rest of a learner step, where a gather's
+    is a scatter (docs/performance.md). An action outside [0, P) gives NaN, as
+    XLA's sparse cross-entropy does, rather than a silent 0.
     """
-    return tfd.Categorical(logits=logits).log_prob(actions)
+    num_actions = tf.shape(logits)[-1]
+    one_hot = tf.one_hot(actions, num_actions, dtype=logits.dtype)
+    log_probs = tf.reduce_sum(tf.nn.log_softmax(logits) * one_hot, axis=-1)
+    in_range = tf.logical_and(actions >= 0, actions < tf.cast(num_actions,
+                                                              actions.dtype))
+    return tf.where(in_range, log_probs, tf.constant(float("nan"), logits.dtype))
 
 
 # Integer dtypes whose every value an int32 holds; the others index in int64.
@@ -487,8 +566,8 @@ _INT32_SAFE = (tf.int8, tf.int16, tf.int32, tf.uint8, tf.uint16)
 def _categorical_action_indices(policy_logits, actions, validate_args):
     """Integer actions of any dtype as int32/int64 indices in [0, num_actions).
 
-    The softmax cross-entropy under tfp's Categorical takes int32 or int64
-    labels only; int8, int16 and the unsigned types are cast first, to a
+    The log-prob's one-hot takes int32 or int64 indices (as tfp's
+    Categorical does); int8, int16 and the unsigned types are cast first, to a
     dtype that holds every value, so the range check sees the true action.
     (A uint64 above 2**63 becomes negative in int64, which the check reports.)
 
@@ -660,6 +739,7 @@ def multi_from_logits(behaviour_policy_logits,
                       alpha_=1.0,
                       time_major=True,
                       jit_compile=True,
+                      scan="auto",
                       validate_args=False,
                       name=None):
     r"""V-trace for policies with several action heads.
@@ -692,6 +772,8 @@ def multi_from_logits(behaviour_policy_logits,
       time_major: If False, all sequences (logits and actions too) are
         [B, T, ...] and so are the outputs.
       jit_compile: Compile the recursion with XLA.
+      scan: ``"auto"``, ``"sequential"`` or ``"associative"``; see
+        `from_importance_weights`.
       validate_args: Assert run-time shapes and action ranges.
       name: Name scope of the ops.
 
@@ -731,7 +813,7 @@ def multi_from_logits(behaviour_policy_logits,
             log_rhos, discounts, rewards, values, bootstrap_value,
             clip_rho_threshold, clip_pg_rho_threshold,
             clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
-            time_major=time_major, jit_compile=jit_compile,
+            time_major=time_major, jit_compile=jit_compile, scan=scan,
             validate_args=validate_args)
         return VTraceFromLogitsReturns(
             vs=returns.vs,
@@ -758,6 +840,7 @@ def from_logits(behaviour_policy_logits,
                 alpha_=1.0,
                 time_major=True,
                 jit_compile=True,
+                scan="auto",
                 validate_args=False,
                 name=None):
     r"""V-trace for a single-head policy given as logits.
@@ -785,6 +868,8 @@ def from_logits(behaviour_policy_logits,
       alpha_: Leaky V-trace's α, see `from_importance_weights`.
       time_major: If False, all sequences and outputs are [B, T, ...].
       jit_compile: Compile the recursion with XLA.
+      scan: ``"auto"``, ``"sequential"`` or ``"associative"``; see
+        `from_importance_weights`.
       validate_args: Assert run-time shapes and action ranges.
       name: Name scope of the ops.
 
@@ -809,7 +894,7 @@ def from_logits(behaviour_policy_logits,
         clip_rho_threshold=clip_rho_threshold,
         clip_pg_rho_threshold=clip_pg_rho_threshold,
         clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
-        time_major=time_major, jit_compile=jit_compile,
+        time_major=time_major, jit_compile=jit_compile, scan=scan,
         validate_args=validate_args, name=name or "from_logits")
     return returns._replace(
         behaviour_action_log_probs=returns.behaviour_action_log_probs[0],
