@@ -1,9 +1,10 @@
 """The associative (log-depth) scan against the float64 O(T²) reference.
 
 `scan="associative"` reorders the sums and products of the recursion, so it
-is checked on its own against the paper's double sum, with clipping active on
-both sides, λ < 1, per-step λ, batch-major layout, trailing dims and lengths
-that are not powers of two.
+is checked against the paper's double sum: with clipping active on both sides
+and λ < 1 in test_vtrace.py's `test_matches_reference` (parametrized over
+`scan`), and here for per-step λ, batch-major layout, trailing dims and
+lengths that are not powers of two.
 """
 import numpy as np
 import pytest
@@ -11,8 +12,7 @@ import tensorflow as tf
 
 import tf_vtrace
 from tf_vtrace import impala
-from test_vtrace import (CLIP_CASES, as_tensors, assert_clipping_active,
-                         make_batch, to_batch_major)
+from test_vtrace import as_tensors, make_batch, to_batch_major
 from vtrace_reference import vtrace_reference
 
 RTOL = ATOL = 1e-12  # float64: the reordering costs a few ulps, not more
@@ -22,23 +22,6 @@ def assert_matches(out, vs, pg):
     np.testing.assert_allclose(out.vs.numpy(), vs, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(out.pg_advantages.numpy(), pg, rtol=RTOL,
                                atol=ATOL)
-
-
-@pytest.mark.parametrize("jit_compile", [True, False])
-@pytest.mark.parametrize("rho_bar,pg_rho_bar,c_bar,lambda_", CLIP_CASES)
-def test_associative_matches_reference(rho_bar, pg_rho_bar, c_bar, lambda_,
-                                       jit_compile):
-    batch = make_batch()
-    for threshold in (rho_bar, pg_rho_bar, c_bar):
-        if threshold is not None:
-            assert_clipping_active(batch["log_rhos"], threshold)
-    out = tf_vtrace.from_importance_weights(
-        **as_tensors(batch, tf.float64), clip_rho_threshold=rho_bar,
-        clip_pg_rho_threshold=pg_rho_bar, clip_c_threshold=c_bar,
-        lambda_=lambda_, jit_compile=jit_compile, scan="associative")
-    assert_matches(out, *vtrace_reference(
-        **batch, clip_rho_threshold=rho_bar, clip_pg_rho_threshold=pg_rho_bar,
-        clip_c_threshold=c_bar, lambda_=lambda_))
 
 
 @pytest.mark.parametrize("num_steps", [1, 2, 3, 8, 13, 33])

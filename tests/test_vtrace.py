@@ -49,9 +49,11 @@ CLIP_CASES = [
 ]
 
 
+@pytest.mark.parametrize("scan", ["sequential", "associative"])
 @pytest.mark.parametrize("jit_compile", [True, False])
 @pytest.mark.parametrize("rho_bar,pg_rho_bar,c_bar,lambda_", CLIP_CASES)
-def test_matches_reference(rho_bar, pg_rho_bar, c_bar, lambda_, jit_compile):
+def test_matches_reference(rho_bar, pg_rho_bar, c_bar, lambda_, jit_compile,
+                           scan):
     batch = make_batch()
     for threshold in (rho_bar, pg_rho_bar, c_bar):
         if threshold is not None:
@@ -59,7 +61,7 @@ def test_matches_reference(rho_bar, pg_rho_bar, c_bar, lambda_, jit_compile):
     out = tf_vtrace.from_importance_weights(
         **as_tensors(batch, tf.float64), clip_rho_threshold=rho_bar,
         clip_pg_rho_threshold=pg_rho_bar, clip_c_threshold=c_bar,
-        lambda_=lambda_, jit_compile=jit_compile)
+        lambda_=lambda_, jit_compile=jit_compile, scan=scan)
     vs, pg = vtrace_reference(**batch, clip_rho_threshold=rho_bar,
                               clip_pg_rho_threshold=pg_rho_bar,
                               clip_c_threshold=c_bar, lambda_=lambda_)
