@@ -60,7 +60,7 @@ LOADER = textwrap.dedent("""
 def test_fresh_process_gives_the_live_numbers(tmp_path):
     module = VTraceModule(entropy_cost=0.01, kl_cost=0.1, reduction="masked_mean",
                           pg_target="lambda_returns", lambda_=0.9,
-                          clip_rho_threshold=1.5)
+                          clip_rho_threshold=1.5, alpha_=0.7)
     path = str(tmp_path / "vtrace_module")
     tf.saved_model.save(module, path, signatures=module.signatures())
     shapes = {"a": _inputs(7, 3, 0), "b": _inputs(4, 5, 1)}  # T, B both vary
@@ -88,7 +88,7 @@ def test_fresh_process_gives_the_live_numbers(tmp_path):
         want, _ = impala_loss(*args[:7], **dict(zip(NAMES[7:], args[7:])),
                               entropy_cost=0.01, kl_cost=0.1,
                               reduction="masked_mean", pg_target="lambda_returns",
-                              lambda_=0.9, clip_rho_threshold=1.5)
+                              lambda_=0.9, clip_rho_threshold=1.5, alpha_=0.7)
         np.testing.assert_allclose(live_loss["loss"], want, rtol=1e-6)
     assert max_diff == 0.
 

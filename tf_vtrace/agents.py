@@ -300,6 +300,7 @@ class ImpalaAgent(tf_agent.TFAgent):
                  clip_pg_rho_threshold=1.0,
                  clip_c_threshold=1.0,
                  lambda_=1.0,
+                 alpha_=1.0,
                  gradient_clipping=None,
                  debug_summaries=False,
                  summarize_grads_and_vars=False,
@@ -331,6 +332,8 @@ class ImpalaAgent(tf_agent.TFAgent):
           clip_pg_rho_threshold: ρ̄_pg, a positive scalar or None.
           clip_c_threshold: c̄, a positive scalar or None.
           lambda_: λ, the trace-cutting mixing parameter.
+          alpha_: Leaky V-trace's α in [0, 1] (1: V-trace; see
+            `tf_vtrace.from_importance_weights`).
           gradient_clipping: Clip the gradients to this global norm
             (`tf.clip_by_global_norm`, as IMPALA does); None: no clipping.
           debug_summaries: Also write histograms and the gradient norm.
@@ -366,7 +369,7 @@ class ImpalaAgent(tf_agent.TFAgent):
         self._target_options = dict(
             pg_target=pg_target, clip_rho_threshold=clip_rho_threshold,
             clip_pg_rho_threshold=clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=lambda_,
+            clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
             time_major=False)
         self._cost_options = dict(
             baseline_cost=baseline_cost, entropy_cost=entropy_cost,

@@ -67,6 +67,7 @@ class VTraceModule(tf.Module):
       clip_c_threshold: c̄, a positive float or None.
       lambda_: λ, a float.
       jit_compile: Compile the recursion with XLA (saved with the function).
+      alpha_: Leaky V-trace's α in [0, 1], a float (1: V-trace).
       name: The module name.
 
     Examples:
@@ -86,14 +87,14 @@ class VTraceModule(tf.Module):
     def __init__(self, baseline_cost=0.5, entropy_cost=0.00025, kl_cost=0.0,
                  reduction="sum", pg_target="vs", clip_rho_threshold=1.0,
                  clip_pg_rho_threshold=1.0, clip_c_threshold=1.0, lambda_=1.0,
-                 jit_compile=True, name=None):
+                 jit_compile=True, name=None, alpha_=1.0):
         super().__init__(name=name)
         impala._check_choice(reduction, "reduction", impala.REDUCTIONS)
         impala._check_choice(pg_target, "pg_target", impala.PG_TARGETS)
         self._vtrace_options = dict(
             pg_target=pg_target, clip_rho_threshold=clip_rho_threshold,
             clip_pg_rho_threshold=clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=lambda_,
+            clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
             jit_compile=jit_compile)
         self._loss_options = dict(
             self._vtrace_options, baseline_cost=baseline_cost,
