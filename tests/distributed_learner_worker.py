@@ -107,7 +107,9 @@ def mirrored(out):
     single = learner(one_device)
     initial = single.get_weights()
     two = learner(one_device.replace(strategy="mirrored"))
-    control = learner(one_device.replace(strategy="mirrored"))
+    # One strategy for both: two MirroredStrategy objects on the same devices
+    # hand out the same collective instance keys, and their ops then clash.
+    control = learner(one_device.replace(strategy="mirrored"), two.strategy)
     assert two.strategy.num_replicas_in_sync == 2
     start = max_difference(initial, two.get_weights())
     want, want_weights = train(single, unrolls)

@@ -234,19 +234,32 @@ class Learner:
     def _train_step(self, *inputs):
         return self._apply(*self._loss_and_gradients(*inputs))
 
+    def _replica_loss_and_gradients(self, *inputs):
+        """`_loss_and_gradients` of this replica, all-reduced over replicas:
+        the summed gradients and global loss, the means of the statistics."""
+        loss, diagnostics, gradients = self._loss_and_gradients(*inputs)
+        context = tf.distribute.get_replica_context()
+        summed = {key: value for key, value in diagnostics.items()
+                  if key in _SUMMED_DIAGNOSTICS}
+        means = {key: value for key, value in diagnostics.items()
+                 if key not in _SUMMED_DIAGNOSTICS}
+        # One batched all-reduce per kind (MultiWorkerMirroredStrategy's
+        # cross-replica `reduce` does not take a list of shapes).
+        loss, summed, gradients = context.all_reduce(
+            tf.distribute.ReduceOp.SUM, (loss, summed, gradients))
+        means = context.all_reduce(tf.distribute.ReduceOp.MEAN, means)
+        return loss, dict(summed, **means), gradients
+
     def _distributed_train_step(self, *inputs):
         """`_train_step` on per-replica inputs: replica gradients of the
         global loss's shares, summed, then clipped and applied once."""
-        loss, diagnostics, gradients = self.strategy.run(
-            self._loss_and_gradients, args=inputs)
-        sum_, mean = tf.distribute.ReduceOp.SUM, tf.distribute.ReduceOp.MEAN
-        diagnostics = {
-            key: self.strategy.reduce(
-                sum_ if key in _SUMMED_DIAGNOSTICS else mean, value, axis=None)
-            for key, value in diagnostics.items()}
-        gradients = self.strategy.reduce(sum_, gradients, axis=None)
-        return self._apply(self.strategy.reduce(sum_, loss, axis=None),
-                           diagnostics, gradients)
+        reduced = self.strategy.run(self._replica_loss_and_gradients,
+                                    args=inputs)
+        # Every replica holds the same sums; the update reads one copy.
+        loss, diagnostics, gradients = tf.nest.map_structure(
+            lambda value: self.strategy.experimental_local_results(value)[0],
+            reduced)
+        return self._apply(loss, diagnostics, gradients)
 
     def _vtrace_targets(self, observations, actions, behaviour_logits, rewards,
                         discounts, truncated, final_observations):
