@@ -6,6 +6,7 @@ for MultiWorkerMirroredStrategy), which is why they run in fresh processes.
     python distributed_learner_worker.py mirrored OUT
     python distributed_learner_worker.py reference OUT   (writes OUT/unrolls.npz)
     python distributed_learner_worker.py worker OUT INDEX  (reads TF_CONFIG)
+    python distributed_learner_worker.py train OUT   (the training loop, mirrored)
 
 Everything here is the real Learner on real CartPole unrolls of LocalActor.
 """
@@ -19,6 +20,7 @@ import numpy as np  # noqa: E402
 
 # B envs per replica or host, T steps, a clip norm the gradients exceed.
 ENVS, LENGTH, CLIP_NORM, STEPS = 4, 10, 0.05, 2
+TRAIN_UPDATES = 25
 
 
 def config(num_envs, **changes):
@@ -97,11 +99,24 @@ def max_difference(a, b):
     return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))
 
 
-def mirrored(out):
+def _two_logical_cpus():
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+
+def train_loop(out):
+    """`TRAIN_UPDATES` updates of the real training loop, mirrored."""
+    _two_logical_cpus()
+    from tf_vtrace.agent.train import train as train_
+    cfg = config(2 * ENVS, strategy="mirrored").replace(
+        total_env_steps=TRAIN_UPDATES * LENGTH * 2 * ENVS, checkpoint_every=10)
+    train_(cfg, out, progress=False)
+
+
+def mirrored(out):
+    _two_logical_cpus()
     one_device = config(2 * ENVS)
     unrolls = collect_unrolls(one_device, STEPS)
     single = learner(one_device)
@@ -174,5 +189,6 @@ if __name__ == "__main__":
     if mode == "worker":
         worker(out, int(sys.argv[3]))
     else:
-        {"mirrored": mirrored, "reference": reference}[mode](out)
+        {"mirrored": mirrored, "reference": reference,
+         "train": train_loop}[mode](out)
     print("DONE", mode)

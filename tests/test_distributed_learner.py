@@ -132,6 +132,18 @@ def test_multi_worker_equals_one_process(tmp_path):
             want, json.loads((tmp_path / f"worker{index}.json").read_text()))
 
 
+def test_training_loop_runs_mirrored(tmp_path):
+    from distributed_learner_worker import TRAIN_UPDATES
+    _run("train", str(tmp_path))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["strategy"] == "mirrored"
+    assert summary["learner_updates"] == TRAIN_UPDATES
+    assert not summary["interrupted"]
+    assert (tmp_path / "policy" / "saved_model.pb").exists()
+    assert any(name.startswith("ckpt-") for name in
+               os.listdir(tmp_path / "checkpoints"))
+
+
 @pytest.mark.parametrize("strategy", ["mirrored", "multi_worker"])
 def test_strategy_is_a_config_choice(strategy):
     from tf_vtrace.agent.config import Config
