@@ -3,8 +3,10 @@
     python benchmarks/distributed_learner.py [--devices 2] [--steps 200] [--rounds 3]
 
 One process with `--devices` logical CPU devices; the one-device Learner
-(``strategy="none"``, XLA-compiled step) and the mirrored one
-(``strategy="mirrored"``) alternate for `--rounds` rounds of `--steps`
+(``strategy="none"``, XLA-compiled step), the same without XLA
+(``none_no_xla``: a step spanning devices cannot be XLA-compiled, so this
+separates the cost of losing XLA from that of distribution) and the mirrored
+one (``strategy="mirrored"``) alternate for `--rounds` rounds of `--steps`
 `Learner.step` calls each on a real CartPole unroll at the demo's shapes
 (T = 20, B = 32, MLP 64-64), so that both see the same machine load. Prints
 one JSON line per round and the ratio mirrored / none. Logical CPU devices
@@ -46,9 +48,10 @@ def main():
     config = Config()
     space, _ = envs.env_spaces(config.env_id)
     actor = actor_lib.LocalActor(config)
-    learners = {name: learner_lib.Learner(config.replace(strategy=name), space,
-                                          actor.head_sizes)
-                for name in ("none", "mirrored")}
+    variants = {"none": config, "none_no_xla": config.replace(jit_compile=False),
+                "mirrored": config.replace(strategy="mirrored")}
+    learners = {name: learner_lib.Learner(variant, space, actor.head_sizes)
+                for name, variant in variants.items()}
     actor.set_weights(learners["none"].get_weights(), 0)
     unroll = actor.collect()
     actor.close()
