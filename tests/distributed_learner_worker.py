@@ -127,13 +127,15 @@ def mirrored(out):
     control = learner(one_device.replace(strategy="mirrored"), two.strategy)
     assert two.strategy.num_replicas_in_sync == 2
     start = max_difference(initial, two.get_weights())
+    targets = [max_difference(single.vtrace_targets(unrolls[0]).values(),
+                              two.vtrace_targets(unrolls[0]).values())]
     want, want_weights = train(single, unrolls)
     got, got_weights = train(two, unrolls)
     clipping = PerReplicaClipping(control)
     for unroll in unrolls:
         clipping.step(unroll)
     result = {
-        "initial_difference": start,
+        "initial_difference": start, "targets_difference": targets[0],
         "one_device": want, "mirrored": got,
         "weight_difference": max_difference(want_weights, got_weights),
         "weight_change": max_difference(want_weights, initial),

@@ -44,7 +44,7 @@ LEARNER_INPUTS = ("observations", "actions", "behaviour_logits", "rewards",
 # Diagnostics that are each replica's share of a global sum (the loss terms,
 # divided by the global T·B); the others are means over the replica's slice,
 # and equal slices make their mean over replicas the global mean.
-_SUMMED_DIAGNOSTICS = ("loss", "policy_loss", "baseline_loss", "entropy_loss",
+_SUMMED_DIAGNOSTICS = ("policy_loss", "baseline_loss", "entropy_loss",
                        "kl_loss")
 
 
