@@ -7,6 +7,7 @@ for MultiWorkerMirroredStrategy), which is why they run in fresh processes.
     python distributed_learner_worker.py reference OUT   (writes OUT/unrolls.npz)
     python distributed_learner_worker.py worker OUT INDEX  (reads TF_CONFIG)
     python distributed_learner_worker.py train OUT   (the training loop, mirrored)
+    python distributed_learner_worker.py late OUT    (multi_worker after a TF op)
 
 Everything here is the real Learner on real CartPole unrolls of LocalActor.
 """
@@ -115,6 +116,18 @@ def train_loop(out):
     train_(cfg, out, progress=False)
 
 
+def late(out):
+    """multi_worker built after TensorFlow started: the error says what to do."""
+    import tensorflow as tf
+    from tf_vtrace.agent import learner as learner_lib
+    tf.constant(1.) + 1.
+    try:
+        learner_lib.make_strategy(config(ENVS, strategy="multi_worker"))
+    except RuntimeError as error:
+        with open(os.path.join(out, "late.txt"), "w") as handle:
+            handle.write(str(error))
+
+
 def mirrored(out):
     _two_logical_cpus()
     one_device = config(2 * ENVS)
@@ -192,5 +205,5 @@ if __name__ == "__main__":
         worker(out, int(sys.argv[3]))
     else:
         {"mirrored": mirrored, "reference": reference,
-         "train": train_loop}[mode](out)
+         "train": train_loop, "late": late}[mode](out)
     print("DONE", mode)

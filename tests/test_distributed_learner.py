@@ -134,6 +134,17 @@ def test_multi_worker_equals_one_process(tmp_path):
             want, json.loads((tmp_path / f"worker{index}.json").read_text()))
 
 
+def test_multi_worker_after_tensorflow_started_says_so(tmp_path):
+    port, = _free_ports(1)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(
+        {"cluster": {"worker": [f"127.0.0.1:{port}"]},
+         "task": {"type": "worker", "index": 0}}))
+    _run("late", str(tmp_path), env=env)
+    message = (tmp_path / "late.txt").read_text()
+    assert "Config.strategy='multi_worker'" in message
+    assert "before any TensorFlow op" in message
+
+
 def test_training_loop_runs_mirrored(tmp_path):
     from distributed_learner_worker import TRAIN_UPDATES
     _run("train", str(tmp_path))
