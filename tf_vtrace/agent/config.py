@@ -13,8 +13,8 @@ __all__ = ["BACKENDS", "Config", "STRATEGIES"]
 
 # `tf_vtrace.agent.backends` implements BACKENDS.
 BACKENDS = ("local", "process", "ray")
-# "mirrored" and "multi_worker" join STRATEGIES with the distributed learner.
-STRATEGIES = ("none",)
+# `tf_vtrace.agent.learner.make_strategy` implements STRATEGIES.
+STRATEGIES = ("none", "mirrored", "multi_worker")
 
 
 def _require(condition, field, expected, value):
@@ -51,8 +51,13 @@ class Config:
         ``"process"`` (worker processes) or ``"ray"`` (Ray actors, the `ray`
         extra); see `tf_vtrace.agent.backends`.
       num_actors: Actors, each stepping `num_envs` envs (1 with ``"local"``).
-      strategy: The learner's `tf.distribute` strategy (only ``"none"`` so
-        far).
+      strategy: The learner's `tf.distribute` strategy: ``"none"`` (one
+        device), ``"mirrored"`` (`tf.distribute.MirroredStrategy` over this
+        host's GPUs, else its logical CPU devices) or ``"multi_worker"``
+        (`tf.distribute.MultiWorkerMirroredStrategy`, hosts from
+        ``TF_CONFIG``); see `tf_vtrace.agent.learner.make_strategy`. The
+        `num_envs` envs of an unroll are split evenly over this host's
+        devices.
     """
 
     env_id: str = "CartPole-v1"

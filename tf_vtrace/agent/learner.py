@@ -6,11 +6,25 @@ bootstrap from the learner's own V of the episode's final observation), and
 applies one Adam update (linear learning-rate decay to 0, global-norm
 gradient clipping).
 
+Distribution (``config.strategy``, `make_strategy`): under
+`tf.distribute.MirroredStrategy` (devices of one host) or
+`tf.distribute.MultiWorkerMirroredStrategy` (hosts) each replica gets an equal
+slice of the B envs of its host's unroll (axis 1) and computes the gradient of
+its share of the global loss: `impala_loss` with ``reduction="mean"`` in
+replica context divides its local sum by the global T·B (the count summed over
+replicas). The gradients are summed over replicas (the one-device gradient of
+the concatenated unrolls), then clipped by their global norm and applied once,
+in cross-replica context. Keras 3 optimizers called inside `strategy.run` with
+``global_clipnorm`` would clip each replica's gradient before the sum, a
+different update whenever clipping is active.
+
 With ``config.correction = False`` (the ablation), log μ(a) is replaced by
 log π(a) without gradient: log ρ = 0, so ρ = c = 1 and the loss is plain
 actor-critic on the stale data. The diagnostics then still report the real
 ρ = π/μ and KL(μ ‖ π) of the data, to show how off-policy it was.
 """
+
+import contextlib
 
 import keras
 import numpy as np
@@ -21,11 +35,65 @@ from tf_vtrace import impala
 from tf_vtrace import vtrace
 from tf_vtrace.agent import networks
 
-__all__ = ["Learner", "LEARNER_INPUTS"]
+__all__ = ["Learner", "LEARNER_INPUTS", "make_strategy"]
 
 # The unroll entries the learner step reads (see `tf_vtrace.agent.actor`).
 LEARNER_INPUTS = ("observations", "actions", "behaviour_logits", "rewards",
                   "discounts", "truncated", "final_observations")
+
+# Diagnostics that are each replica's share of a global sum (the loss terms,
+# divided by the global T·B); the others are means over the replica's slice,
+# and equal slices make their mean over replicas the global mean.
+_SUMMED_DIAGNOSTICS = ("policy_loss", "baseline_loss", "entropy_loss",
+                       "kl_loss")
+
+
+def make_strategy(config):
+    """The `tf.distribute` strategy of ``config.strategy`` (None for "none").
+
+    ``"mirrored"`` mirrors over this host's GPUs, or without GPUs over its
+    logical CPU devices (one unless configured with
+    `tf.config.set_logical_device_configuration`). ``"multi_worker"`` reads
+    the cluster from ``TF_CONFIG`` and must be built before any TensorFlow op
+    runs in the process (collective ops are configured at program start);
+    `tf_vtrace.agent.train.train` builds it first.
+
+    Args:
+      config: A `tf_vtrace.agent.config.Config`.
+
+    Returns:
+      A `tf.distribute.Strategy`, or None for ``"none"``.
+
+    Raises:
+      RuntimeError: ``"multi_worker"`` after TensorFlow has started.
+
+    Examples:
+      >>> from tf_vtrace.agent.config import Config
+      >>> make_strategy(Config()) is None
+      True
+    """
+    if config.strategy == "none":
+        return None
+    if config.strategy == "mirrored":
+        devices = (tf.config.list_logical_devices("GPU")
+                   or tf.config.list_logical_devices("CPU"))
+        return tf.distribute.MirroredStrategy([d.name for d in devices])
+    try:
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    except RuntimeError as error:
+        raise RuntimeError(
+            "Config.strategy='multi_worker' must be built before any "
+            "TensorFlow op runs in the process: call make_strategy(config) "
+            "(or train) first.") from error
+
+
+def _slice_envs(unroll, replica, replicas):
+    """The learner inputs of `unroll` for local replica `replica` of
+    `replicas`: an equal slice of the envs (axis 1, time-major)."""
+    envs = unroll["rewards"].shape[1] // replicas
+    envs_slice = slice(replica * envs, (replica + 1) * envs)
+    return [tf.convert_to_tensor(unroll[key][:, envs_slice])
+            for key in LEARNER_INPUTS]
 
 
 def _time_batch_apply(model, observations):
@@ -57,27 +125,54 @@ def _behaviour_diagnostics(behaviour_heads, target_heads, action_heads):
 class Learner:
     """Owns the network and the optimizer; `step(unroll)` is one update.
 
+    Under a strategy (see the module doc), `step` takes this host's unroll;
+    the update is the one-device update on the unrolls of all hosts
+    concatenated along the envs axis, in host order.
+
     Args:
       config: A `tf_vtrace.agent.config.Config`.
       observation_space: The env's observation space.
       head_sizes: Actions per head.
+      strategy: A `tf.distribute.Strategy` for the network, optimizer and
+        step; None: `make_strategy(config)` (no strategy for "none").
+
+    Raises:
+      ValueError: ``config.num_envs`` not divisible by the strategy's
+        devices on this host.
     """
 
-    def __init__(self, config, observation_space, head_sizes):
+    def __init__(self, config, observation_space, head_sizes, strategy=None):
         self.config = config
         self.head_sizes = tuple(head_sizes)
-        self.model = networks.build_network(
-            observation_space, self.head_sizes, config.hidden_sizes,
-            seed=config.seed)
-        schedule = keras.optimizers.schedules.PolynomialDecay(
-            config.learning_rate, config.num_updates, end_learning_rate=0.)
-        self.optimizer = keras.optimizers.Adam(
-            schedule, epsilon=1e-5, global_clipnorm=config.max_grad_norm)
-        self.optimizer.build(self.model.trainable_variables)
+        self.strategy = strategy if strategy is not None else make_strategy(config)
+        self._local_replicas = (
+            1 if self.strategy is None
+            else len(self.strategy.extended.worker_devices))
+        if config.num_envs % self._local_replicas:
+            raise ValueError(
+                f"Config.num_envs must be divisible by the {self._local_replicas}"
+                f" devices of the strategy on this host, got {config.num_envs}.")
+        scope = (self.strategy.scope() if self.strategy is not None
+                 else contextlib.nullcontext())
+        with scope:
+            self.model = networks.build_network(
+                observation_space, self.head_sizes, config.hidden_sizes,
+                seed=config.seed)
+            schedule = keras.optimizers.schedules.PolynomialDecay(
+                config.learning_rate, config.num_updates, end_learning_rate=0.)
+            self.optimizer = keras.optimizers.Adam(
+                schedule, epsilon=1e-5, global_clipnorm=config.max_grad_norm)
+            self.optimizer.build(self.model.trainable_variables)
         # No AutoGraph: the step has no Python control flow on tensors, and
         # converting the library's code took most of the first call's time.
-        self._step = tf.function(self._train_step, autograph=False,
-                                 jit_compile=config.jit_compile)
+        # XLA cannot compile a step that spans devices; under a strategy the
+        # loss still runs as its own compiled call on each replica.
+        if self.strategy is None:
+            self._step = tf.function(self._train_step, autograph=False,
+                                     jit_compile=config.jit_compile)
+        else:
+            self._step = tf.function(self._distributed_train_step,
+                                     autograph=False)
         self._targets = tf.function(self._vtrace_targets, autograph=False)
 
     @property
@@ -139,6 +234,33 @@ class Learner:
     def _train_step(self, *inputs):
         return self._apply(*self._loss_and_gradients(*inputs))
 
+    def _replica_loss_and_gradients(self, *inputs):
+        """`_loss_and_gradients` of this replica, all-reduced over replicas:
+        the summed gradients and global loss, the means of the statistics."""
+        loss, diagnostics, gradients = self._loss_and_gradients(*inputs)
+        context = tf.distribute.get_replica_context()
+        summed = {key: value for key, value in diagnostics.items()
+                  if key in _SUMMED_DIAGNOSTICS}
+        means = {key: value for key, value in diagnostics.items()
+                 if key not in _SUMMED_DIAGNOSTICS}
+        # One batched all-reduce per kind (MultiWorkerMirroredStrategy's
+        # cross-replica `reduce` does not take a list of shapes).
+        loss, summed, gradients = context.all_reduce(
+            tf.distribute.ReduceOp.SUM, (loss, summed, gradients))
+        means = context.all_reduce(tf.distribute.ReduceOp.MEAN, means)
+        return loss, dict(summed, **means), gradients
+
+    def _distributed_train_step(self, *inputs):
+        """`_train_step` on per-replica inputs: replica gradients of the
+        global loss's shares, summed, then clipped and applied once."""
+        reduced = self.strategy.run(self._replica_loss_and_gradients,
+                                    args=inputs)
+        # Every replica holds the same sums; the update reads one copy.
+        loss, diagnostics, gradients = tf.nest.map_structure(
+            lambda value: self.strategy.experimental_local_results(value)[0],
+            reduced)
+        return self._apply(loss, diagnostics, gradients)
+
     def _vtrace_targets(self, observations, actions, behaviour_logits, rewards,
                         discounts, truncated, final_observations):
         args, kwargs = self._loss_inputs(
@@ -150,14 +272,25 @@ class Learner:
                 "truncation_values": kwargs["truncation_values"]}
 
     def _inputs(self, unroll):
-        return [tf.convert_to_tensor(unroll[key]) for key in LEARNER_INPUTS]
+        return _slice_envs(unroll, 0, 1)
+
+    def _distributed_inputs(self, unroll):
+        """Per-replica inputs: each local replica's slice of the envs.
+        (`experimental_distribute_values_from_function`, not a dataset: the
+        learner is pushed one numpy unroll at a time, split on axis 1.)"""
+        local = self._local_replicas
+        return self.strategy.experimental_distribute_values_from_function(
+            lambda context: _slice_envs(
+                unroll, context.replica_id_in_sync_group % local, local))
 
     def step(self, unroll):
         """One update on `unroll` (an actor's dict); returns the diagnostics
         as Python floats, plus ``policy_lag`` (learner version − the
         unroll's policy version, before this update)."""
         lag = self.version - int(unroll["policy_version"])
-        diagnostics = self._step(*self._inputs(unroll))
+        inputs = (self._inputs(unroll) if self.strategy is None
+                  else self._distributed_inputs(unroll))
+        diagnostics = self._step(*inputs)
         return dict({k: float(v) for k, v in diagnostics.items()},
                     policy_lag=float(lag))
 

@@ -13,6 +13,13 @@ learner step on it. It writes into `out_dir`:
 * ``summary.json``: env steps, updates, wall and process CPU seconds, the
   final mean return, whether the run was interrupted.
 
+With ``config.strategy`` other than ``"none"`` the learner's strategy is
+built first, before any TensorFlow op (``"multi_worker"`` fails otherwise).
+In a multi-worker run every host runs this same loop with its own actors
+(seeded by its task index, see `tf_vtrace.agent.backends`) and the learners
+update in lockstep; the chief (task 0) writes into `out_dir`, worker i into
+``out_dir/worker-i``.
+
 Ctrl-C (KeyboardInterrupt) stops the loop; the curve, a last checkpoint, the
 policy and the summary are still written.
 """
@@ -53,6 +60,12 @@ def actor_learner_step(actor, learner, history):
     return unroll, diagnostics
 
 
+def _worker_index(strategy):
+    """This host's task index in a multi-worker cluster (0 otherwise)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    return (resolver.task_id or 0) if resolver is not None else 0
+
+
 def _progress_bar(config, enabled):
     from tqdm import tqdm
     return tqdm(total=config.num_updates * config.steps_per_update,
@@ -71,13 +84,19 @@ def train(config, out_dir, progress=True):
     Returns:
       The summary dict (also in ``summary.json``).
     """
+    # First: MultiWorkerMirroredStrategy must exist before any TF op.
+    strategy = learner_lib.make_strategy(config)
+    worker_index = _worker_index(strategy)
+    if worker_index:
+        out_dir = os.path.join(out_dir, f"worker-{worker_index}")
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as handle:
         json.dump(config.to_dict(), handle, indent=2)
     wall_start, cpu_start = time.time(), time.process_time()
     observation_space, _ = envs.env_spaces(config.env_id)
-    actor = backends.make_actors(config)
-    learner = learner_lib.Learner(config, observation_space, actor.head_sizes)
+    actor = backends.make_actors(config, worker_index=worker_index)
+    learner = learner_lib.Learner(config, observation_space, actor.head_sizes,
+                                  strategy=strategy)
     history = policy_lag.WeightHistory(config.policy_lag)
     history.push(learner.version, learner.get_weights())
     checkpoint = tf.train.CheckpointManager(
@@ -116,6 +135,7 @@ def train(config, out_dir, progress=True):
     summary = {
         "env_id": config.env_id, "seed": config.seed,
         "policy_lag": config.policy_lag, "correction": config.correction,
+        "strategy": config.strategy, "worker_index": worker_index,
         "env_steps": env_steps, "learner_updates": learner.version,
         "wall_s": round(time.time() - wall_start, 1),
         "cpu_s": round(time.process_time() - cpu_start, 1),
