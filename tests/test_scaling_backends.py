@@ -45,3 +45,42 @@ def test_backend_matches_local_actor(backend):
                 if num_actors == 1:
                     np.testing.assert_allclose(have, want, atol=1e-6, err_msg=key)
         assert versions.count(5) == num_actors and set(versions) <= {5, 9}, versions
+
+
+@pytest.mark.parametrize("backend", ["process", "ray"])
+def test_ready_unrolls_are_taken_oldest_first(backend):
+    """A learner slower than its actors: every actor has an unroll ready at
+    each `collect`. Taking the oldest-ready one first serves the actors in
+    turn, so over 4 rounds each of 3 actors gives 4 unrolls, and every
+    unroll was acted with the weights of 3 versions ago (it waited while the
+    other two were learned on). Taking, say, the lowest-numbered ready actor
+    would starve the others and show lags of 1."""
+    num_actors, rounds = 3, 4
+    config = Config(num_envs=2, unroll_length=4, jit_compile=False,
+                    backend=backend, num_actors=num_actors)
+    weights = actor.LocalActor(config.replace(backend="local",
+                                              num_actors=1)).model.get_weights()
+    actors = backends.make_actors(config)
+    version = 0
+    try:
+        actors.set_weights(weights, version)
+        # Warm-up: until every actor has started and given one unroll.
+        deadline = time.time() + 120
+        while min(actors.unrolls_per_actor) == 0 and time.time() < deadline:
+            actors.collect()
+            version += 1
+            actors.set_weights(weights, version)
+        before = list(actors.unrolls_per_actor)
+        lags = []
+        for _ in range(rounds * num_actors):
+            # The "learner" takes far longer than an unroll of 4 steps.
+            time.sleep(0.3)
+            lags.append(version - int(actors.collect()["policy_version"]))
+            version += 1
+            actors.set_weights(weights, version)
+        counts = [after - b for after, b in zip(actors.unrolls_per_actor, before)]
+    finally:
+        actors.close()
+    assert min(before) >= 1, before
+    assert max(counts) - min(counts) <= 1 and sum(counts) == rounds * num_actors, counts
+    assert sorted(lags)[len(lags) // 2] == num_actors, lags
