@@ -116,7 +116,7 @@ def table(records, settings):
             f"| {cell('learner_steps_per_s', 1)} "
             f"| {cell('actor_env_steps_per_s')} "
             f"| {med['actor_env_steps_per_s'] / base['actor_env_steps_per_s']:.2f} "
-            f"| {cell('policy_lag_mean', 2)} | {med['policy_lag_max']:.0f} |")
+            f"| {cell('policy_lag_mean', 2)} | {cell('policy_lag_max')} |")
     return "\n".join(lines)
 
 
