@@ -41,4 +41,5 @@ def test_actor_backends_quick_prints_table(tmp_path):
     assert sorted(records) == ["local", "process:1"]
     for (record,) in records.values():
         assert record["env_steps_per_s"] > 0 and record["actor_env_steps_per_s"] > 0
-    assert records["local"]["policy_lag_max"] == 0
+    assert records["local"][0]["policy_lag_max"] == 0
+    assert records["process:1"][0]["policy_lag_max"] == 1
