@@ -8,12 +8,14 @@ PIP := $(PY) -m pip
 # extra; `make test` adds the test, docs and TF-Agents extras on top.
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
+RAY_STAMP := $(VENV)/.installed-ray
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv venv-demo demo demo-eval learn-full ablation test test-slow docs bench bench-core bench-scan clean
+.PHONY: venv venv-demo venv-ray demo demo-ray demo-eval learn-full ablation test test-slow docs bench bench-core bench-scan bench-actors clean
 
 venv: $(STAMP)
 venv-demo: $(DEMO_STAMP)
+venv-ray: $(RAY_STAMP)
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +24,10 @@ $(VENV)/bin/python:
 $(DEMO_STAMP): setup.py constraints.txt | $(VENV)/bin/python
 	$(PIP) install --quiet -c constraints.txt -e '.[agent]'
 	touch $(DEMO_STAMP)
+
+$(RAY_STAMP): setup.py constraints.txt | $(VENV)/bin/python
+	$(PIP) install --quiet -c constraints.txt -e '.[agent,ray]'
+	touch $(RAY_STAMP)
 
 $(STAMP): setup.py constraints.txt | $(VENV)/bin/python
 	$(PIP) install --quiet -c constraints.txt -e '.[agent,atari,test,docs,examples,tf-agents,ray]'
@@ -35,10 +41,19 @@ $(STAMP): setup.py constraints.txt | $(VENV)/bin/python
 # The IMPALA agent learns CartPole-v1 (docs/agent.md): progress bar, then
 # runs/demo/{learning_curve.png,tensorboard,checkpoints,policy}; the
 # SavedModel is then evaluated over 20 episodes in a fresh process.
+# The actors run in this process by default; `make demo BACKEND=process
+# NUM_ACTORS=2` or `make demo-ray` run them in worker processes or as Ray
+# actors (docs/scaling.md).
 DEMO_OUT ?= runs/demo
-demo: venv-demo
-	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_vtrace.agent train --env CartPole-v1 --out $(DEMO_OUT)
+BACKEND ?= local
+NUM_ACTORS ?= 1
+demo: venv-demo $(if $(filter ray,$(BACKEND)),venv-ray)
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_vtrace.agent train --env CartPole-v1 --out $(DEMO_OUT) \
+		--backend $(BACKEND) --num-actors $(NUM_ACTORS)
 	$(MAKE) --no-print-directory demo-eval
+
+demo-ray:
+	$(MAKE) --no-print-directory demo BACKEND=ray NUM_ACTORS=2 DEMO_OUT=runs/demo-ray
 
 demo-eval: venv-demo
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_vtrace.agent evaluate $(DEMO_OUT)/policy --episodes 20
@@ -65,6 +80,10 @@ bench-core: venv
 
 bench-scan: venv
 	$(PY) benchmarks/scan_crossover.py
+
+# Env steps/s, learner steps/s and policy lag per actor backend (docs/scaling.md).
+bench-actors: venv
+	$(PY) benchmarks/actor_backends.py
 
 bench: venv
 	bash benchmarks/run_all.sh

@@ -94,6 +94,11 @@ def test_multi_discrete_path_trains_with_two_heads(tmp_path):
     summary = train(config, str(tmp_path), progress=False)
     _assert_outputs(tmp_path, interrupted=False)
     assert summary["env_steps"] == 200
+    # Local backend, lag 1: the first update learns on the initial weights'
+    # unroll (lag 0), the four others on unrolls one update old.
+    assert summary["backend"] == "local" and summary["unrolls_per_actor"] == [5]
+    assert summary["policy_lag_counts"] == {"0": 1, "1": 4}
+    assert summary["policy_lag_mean"] == 0.8 and summary["policy_lag_max"] == 1
     import tensorflow as tf
     policy = tf.saved_model.load(str(tmp_path / "policy"))
     assert policy.head_sizes.numpy().tolist() == [2, 3]

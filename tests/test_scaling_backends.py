@@ -1,4 +1,6 @@
-"""The process and Ray actor backends keep LocalActor's unroll contract.
+"""The process and Ray actor backends keep LocalActor's unroll contract,
+serve their actors fairly, and run the demo's train loop from the command
+line.
 
 Real worker processes run real CartPole envs. With one actor the unrolls must
 equal a LocalActor's with the same seed and weights; with two, every unroll
@@ -6,6 +8,10 @@ has LocalActor's keys, shapes and dtypes, and ``policy_version`` follows
 `set_weights` (the two unrolls in flight when new weights arrive keep the old
 version, every later one has the new).
 """
+import json
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -45,3 +51,76 @@ def test_backend_matches_local_actor(backend):
                 if num_actors == 1:
                     np.testing.assert_allclose(have, want, atol=1e-6, err_msg=key)
         assert versions.count(5) == num_actors and set(versions) <= {5, 9}, versions
+
+
+@pytest.mark.parametrize("backend", ["process", "ray"])
+def test_ready_unrolls_are_taken_oldest_first(backend):
+    """A learner slower than its actors: every actor has an unroll ready at
+    each `collect`. Taking the oldest-ready one first serves the actors in
+    turn, so over 4 rounds each of 3 actors gives 4 unrolls, and every
+    unroll was acted with the weights of 3 versions ago (it waited while the
+    other two were learned on). Taking, say, the lowest-numbered ready actor
+    would starve the others and show lags of 1."""
+    num_actors, rounds = 3, 4
+    config = Config(num_envs=2, unroll_length=4, jit_compile=False,
+                    backend=backend, num_actors=num_actors)
+    weights = actor.LocalActor(config.replace(backend="local",
+                                              num_actors=1)).model.get_weights()
+    actors = backends.make_actors(config)
+    version = 0
+    try:
+        actors.set_weights(weights, version)
+        # Warm-up: until every actor has started and given one unroll.
+        deadline = time.time() + 120
+        while min(actors.unrolls_per_actor) == 0 and time.time() < deadline:
+            actors.collect()
+            version += 1
+            actors.set_weights(weights, version)
+        before = list(actors.unrolls_per_actor)
+        lags = []
+        for _ in range(rounds * num_actors):
+            # The "learner" takes far longer than an unroll of 4 steps.
+            time.sleep(0.3)
+            lags.append(version - int(actors.collect()["policy_version"]))
+            version += 1
+            actors.set_weights(weights, version)
+        counts = [after - b for after, b in zip(actors.unrolls_per_actor, before)]
+    finally:
+        actors.close()
+    assert min(before) >= 1, before
+    assert max(counts) - min(counts) <= 1 and sum(counts) == rounds * num_actors, counts
+    assert sorted(lags)[len(lags) // 2] == num_actors, lags
+
+
+# The Ray run is `slow`: the Ray backend's contract and fairness tests above
+# already run by default.
+@pytest.mark.parametrize("backend", [
+    "process", pytest.param("ray", marks=pytest.mark.slow)])
+def test_command_line_trains_with_two_actors(backend, tmp_path):
+    """`python -m tf_vtrace.agent train --backend B --num-actors 2`, a short
+    run: the policy is exported and summary.json records the backend, the
+    unrolls of each actor and the measured policy lag, consistently."""
+    out = tmp_path / "run"
+    updates = 40
+    result = subprocess.run(
+        [sys.executable, "-m", "tf_vtrace.agent", "train", "--out", str(out),
+         "--backend", backend, "--num-actors", "2", "--num-envs", "4",
+         "--unroll-length", "8", "--total-env-steps", str(updates * 32),
+         "--jit-compile", "false", "--no-progress"],
+        capture_output=True, text=True, timeout=240,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stdout + result.stderr[-4000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == summary
+    assert (out / "policy" / "saved_model.pb").exists()
+    assert summary["backend"] == backend and summary["num_actors"] == 2
+    assert summary["learner_updates"] == updates
+    assert len(summary["unrolls_per_actor"]) == 2
+    assert sum(summary["unrolls_per_actor"]) == updates
+    counts = {int(lag): n for lag, n in summary["policy_lag_counts"].items()}
+    assert sum(counts.values()) == updates
+    # The first unroll is acted with the initial weights and learned on first.
+    assert min(counts) == 0 and max(counts) == summary["policy_lag_max"]
+    mean = sum(lag * n for lag, n in counts.items()) / updates
+    assert summary["policy_lag_mean"] == pytest.approx(mean, abs=1e-3)
+    assert summary["env_steps_per_s"] > 0 and summary["learner_steps_per_s"] > 0

@@ -14,7 +14,8 @@ chosen by `Config.backend` (`make_actors`):
   Ray is imported only when this backend is built).
 
 With several actors each one always has an unroll in flight: `collect`
-returns the first one ready and at once asks that actor for its next unroll,
+returns the one that has been ready longest (so no actor starves, see
+`_AsyncActors`) and at once asks that actor for its next unroll,
 with the newest weights handed to `set_weights` (IMPALA's actors fetch the
 parameters at the start of each unroll). While the learner learns on one
 unroll the actors keep acting with older weights, so the unrolls lag behind
@@ -28,6 +29,7 @@ seed, and actor 0 of host 0 is the same as the ``"local"`` backend.
 """
 
 import abc
+import collections
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -117,8 +119,16 @@ class _AsyncActors(actor_lib.ActorBackend):
     """N remote actors with one unroll in flight each (see the module doc).
 
     Subclasses start the actors and implement `_submit` (ask actor i for an
-    unroll, with new weights or None) and `_wait_any` (the first finished
-    unroll and its actor).
+    unroll, with new weights or None), `_poll` (which in-flight actors have
+    finished) and `_receive` (actor i's finished unroll).
+
+    Fairness: `collect` returns the unroll that has been ready longest. The
+    actors found finished by each poll queue up behind those found earlier;
+    the ones found by the same poll in the order they were asked. An actor
+    whose unroll is ready is therefore served within `num_actors` − 1
+    collects, however fast the others are (taking, say, the lowest-numbered
+    ready actor would starve the rest whenever the learner is the slower
+    side). `unrolls_per_actor` counts what each actor gave.
     """
 
     def __init__(self, config):
@@ -127,23 +137,43 @@ class _AsyncActors(actor_lib.ActorBackend):
         _, action_space = envs.env_spaces(config.env_id)
         self.head_sizes = envs.head_sizes(action_space)
         self.version = 0
+        self.unrolls_per_actor = [0] * self.num_actors
         self._weights = None
         self._held_versions = [None] * self.num_actors
-        self._in_flight = set()
+        # Actor index -> request number, for the actors with an unroll in
+        # flight; the ready ones, oldest first.
+        self._in_flight = {}
+        self._requests = 0
+        self._ready = collections.deque()
 
     @abc.abstractmethod
     def _submit(self, index, weights, version):
         """Asks actor `index` for an unroll; `weights` None: keep its own."""
 
     @abc.abstractmethod
-    def _wait_any(self):
-        """`(index, unroll)` of the first in-flight request that finishes."""
+    def _poll(self, indices, block):
+        """The actors among `indices` whose unroll is ready; `block`: wait
+        until at least one is."""
+
+    @abc.abstractmethod
+    def _receive(self, index):
+        """The finished unroll of actor `index` (raises the actor's error)."""
 
     def _request(self, index):
         fresh = self._held_versions[index] != self.version
         self._submit(index, self._weights if fresh else None, self.version)
         self._held_versions[index] = self.version
-        self._in_flight.add(index)
+        self._in_flight[index] = self._requests
+        self._requests += 1
+
+    def _queue_ready(self):
+        """Appends the newly finished actors to the ready queue, oldest
+        request first; waits for one if the queue is empty."""
+        waiting = [i for i in self._in_flight if i not in self._ready]
+        if not waiting:
+            return
+        ready = self._poll(waiting, block=not self._ready)
+        self._ready.extend(sorted(ready, key=self._in_flight.__getitem__))
 
     def set_weights(self, weights, version):
         """Acts with `weights` (list of numpy arrays) of learner `version`
@@ -151,14 +181,17 @@ class _AsyncActors(actor_lib.ActorBackend):
         self._weights, self.version = list(weights), int(version)
 
     def collect(self):
-        """The first unroll ready; its actor starts the next one at once."""
+        """The unroll ready longest; its actor starts the next one at once."""
         if self._weights is None:
             raise RuntimeError("set_weights must be called before collect.")
         for index in range(self.num_actors):
             if index not in self._in_flight:
                 self._request(index)
-        index, unroll = self._wait_any()
-        self._in_flight.discard(index)
+        self._queue_ready()
+        index = self._ready.popleft()
+        unroll = self._receive(index)
+        del self._in_flight[index]
+        self.unrolls_per_actor[index] += 1
         self._request(index)
         return unroll
 
@@ -201,26 +234,30 @@ class ProcessActors(_AsyncActors):
     def _submit(self, index, weights, version):
         self._connections[index].send((weights, version))
 
-    def _wait_any(self):
-        waiting = {self._connections[i]: i for i in self._in_flight}
+    def _poll(self, indices, block):
+        connections = [self._connections[i] for i in indices]
         while True:
-            ready = multiprocessing.connection.wait(list(waiting), timeout=1.)
-            for connection in ready:
-                index = waiting[connection]
-                try:
-                    kind, payload = connection.recv()
-                except EOFError:
-                    raise RuntimeError(
-                        f"actor process {index} exited (exit code "
-                        f"{self._processes[index].exitcode}).") from None
-                if kind == "error":
-                    raise RuntimeError(f"actor process {index} failed:\n{payload}")
-                return index, payload
-            for index in waiting.values():
+            ready = multiprocessing.connection.wait(
+                connections, timeout=1. if block else 0.)
+            if ready or not block:
+                return [indices[connections.index(c)] for c in ready]
+            for index in indices:
                 if not self._processes[index].is_alive():
                     raise RuntimeError(
                         f"actor process {index} exited (exit code "
                         f"{self._processes[index].exitcode}).")
+
+    def _receive(self, index):
+        try:
+            kind, payload = self._connections[index].recv()
+        except EOFError:
+            self._processes[index].join(_JOIN_TIMEOUT_S)
+            raise RuntimeError(
+                f"actor process {index} exited (exit code "
+                f"{self._processes[index].exitcode}).") from None
+        if kind == "error":
+            raise RuntimeError(f"actor process {index} failed:\n{payload}")
+        return payload
 
     def close(self):
         """Stops the workers (terminated if they do not exit in time)."""
@@ -327,11 +364,18 @@ class RayActors(_AsyncActors):
             if self._weights_ref is None or self._weights_ref[0] != version:
                 self._weights_ref = (version, self._ray.put(weights))
             weights = self._weights_ref[1]
-        self._pending[self._actors[index].unroll.remote(weights, version)] = index
+        self._pending[index] = self._actors[index].unroll.remote(weights, version)
 
-    def _wait_any(self):
-        (ready,), _ = self._ray.wait(list(self._pending), num_returns=1)
-        return self._pending.pop(ready), self._ray.get(ready)
+    def _poll(self, indices, block):
+        refs = [self._pending[i] for i in indices]
+        ready, _ = self._ray.wait(refs, num_returns=1 if block else len(refs),
+                                  timeout=None if block else 0)
+        if block:  # Every other one that is ready too.
+            ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=0)
+        return [indices[refs.index(ref)] for ref in ready]
+
+    def _receive(self, index):
+        return self._ray.get(self._pending.pop(index))
 
     def close(self):
         """Kills the actors; shuts down a Ray started by this backend."""

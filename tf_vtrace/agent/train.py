@@ -11,7 +11,12 @@ learner step on it. It writes into `out_dir`:
   every ``config.checkpoint_every`` updates and at the end;
 * ``policy/``: the SavedModel of `tf_vtrace.export.export_policy`;
 * ``summary.json``: env steps, updates, wall and process CPU seconds, the
-  final mean return, whether the run was interrupted.
+  final mean return, whether the run was interrupted; the actor backend and
+  its number of actors, the unrolls each actor gave, the measured policy lag
+  (learner version − the unroll's policy version: mean, max and a count per
+  value) and the loop's env steps/s and learner steps/s after the first
+  update (which also compiles the learner step and waits for the actors to
+  start).
 
 With ``config.strategy`` other than ``"none"`` the learner's strategy is
 built first, before any TensorFlow op (``"multi_worker"`` fails otherwise).
@@ -24,6 +29,7 @@ Ctrl-C (KeyboardInterrupt) stops the loop; the curve, a last checkpoint, the
 policy and the summary are still written.
 """
 
+import collections
 import json
 import os
 import time
@@ -66,6 +72,28 @@ def _worker_index(strategy):
     return (resolver.task_id or 0) if resolver is not None else 0
 
 
+def _lag_summary(lags):
+    """Mean, max and the count per value of the unrolls' policy lags."""
+    total = sum(lags.values())
+    return {
+        "policy_lag_mean": (round(sum(k * n for k, n in lags.items()) / total, 3)
+                            if total else None),
+        "policy_lag_max": max(lags, default=None),
+        "policy_lag_counts": {str(k): lags[k] for k in sorted(lags)},
+    }
+
+
+def _warm_rates(warm_start, end, env_steps, updates):
+    """Env and learner steps/s from the end of the first update on (None
+    with fewer than two updates)."""
+    if warm_start is None or updates <= warm_start[2]:
+        return {"env_steps_per_s": None, "learner_steps_per_s": None}
+    start, start_steps, start_updates = warm_start
+    elapsed = end - start
+    return {"env_steps_per_s": round((env_steps - start_steps) / elapsed, 1),
+            "learner_steps_per_s": round((updates - start_updates) / elapsed, 2)}
+
+
 def _progress_bar(config, enabled):
     from tqdm import tqdm
     return tqdm(total=config.num_updates * config.steps_per_update,
@@ -105,10 +133,13 @@ def train(config, out_dir, progress=True):
     recorder = recording.Recorder(out_dir)
     bar = _progress_bar(config, progress)
     env_steps, interrupted, loop_start = 0, False, time.time()
+    lags, warm_start = collections.Counter(), None
     try:
         for _ in range(config.num_updates):
             unroll, diagnostics = actor_learner_step(actor, learner, history)
             env_steps += config.steps_per_update
+            lags[int(diagnostics["policy_lag"])] += 1
+            warm_start = warm_start or (time.time(), env_steps, learner.version)
             elapsed = time.time() - loop_start
             rates = {"env_steps_per_s": env_steps / elapsed,
                      "learner_steps_per_s": learner.version / elapsed}
@@ -124,6 +155,7 @@ def train(config, out_dir, progress=True):
         interrupted = True
         bar.write("interrupted: writing the curve, a checkpoint and the policy")
     finally:
+        loop_end = time.time()
         bar.close()
         checkpoint.save(learner.version)
         recorder.close()
@@ -141,6 +173,11 @@ def train(config, out_dir, progress=True):
         "cpu_s": round(time.process_time() - cpu_start, 1),
         "mean_return_last_100": recorder.mean_return,
         "interrupted": interrupted,
+        "backend": config.backend, "num_actors": config.num_actors,
+        "unrolls_per_actor": list(getattr(actor, "unrolls_per_actor",
+                                          [learner.version])),
+        **_lag_summary(lags),
+        **_warm_rates(warm_start, loop_end, env_steps, learner.version),
     }
     with open(os.path.join(out_dir, "summary.json"), "w") as handle:
         json.dump(summary, handle, indent=2)
