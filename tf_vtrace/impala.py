@@ -623,6 +623,11 @@ def _split_for_compiling(inputs, options):
             static.setdefault(key, None)
             continue
         converted = _as_tensors(value)
+        if key == "mask" and converted is not None and converted.dtype != tf.bool:
+            # To bool out here (as `_as_bool` would inside): XLA fused the
+            # compare into the loops that mask the logits, and they ran 4x
+            # slower (Keras packs the mask as float).
+            converted = tf.not_equal(converted, tf.zeros([], converted.dtype))
         if converted is not None:
             tensors[key] = converted
         elif key in inputs or key in (
