@@ -13,7 +13,6 @@ cost of dispatching to XLA); one eager op.
 Uses only public APIs, so it keeps working while tf_vtrace's internals change.
 """
 
-import argparse
 import os
 import sys
 
@@ -61,17 +60,13 @@ def layered_calls(tensors):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    rounds, budget_s = (2, 0.02) if args.quick else (9, 0.25)
+    rounds, budget_s = harness.rounds_and_budget(__doc__, 9, 0.25)
     inputs = harness.load_inputs(100, 256)
     tensors = [tf.constant(inputs[key]) for key in impl_tf.IW_KEYS]
     calls = layered_calls(tensors)
     for call in calls.values():
         call()
-    runners = {name: (lambda c: lambda n: harness.time_calls(c, n))(c) for name, c in calls.items()}
-    medians = harness.interleaved_medians(runners, rounds, budget_s)
+    medians = harness.interleaved_call_medians(calls, rounds, budget_s)
     floor = medians["floor tf.function"]
     rows = [(name, harness.fmt_us(us), harness.fmt_ratio(us, floor)) for name, us in medians.items()]
     print("T=100, B=256, median us per call")

@@ -10,7 +10,6 @@ library's masking of the logits (a bitwise selection, see
 broadcast predicate that it replaced, patched in for the comparison.
 """
 
-import argparse
 import os
 import sys
 
@@ -44,10 +43,7 @@ def masked_steps(inputs):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    rounds, budget_s = (2, 0.02) if args.quick else (7, 0.25)
+    rounds, budget_s = harness.rounds_and_budget(__doc__, 7, 0.25)
     inputs = harness.load_inputs(100, 256)
     calls = {f"{name}, bitwise (library)": call
              for name, call in masked_steps(inputs).items()}
@@ -60,9 +56,7 @@ def main():
     finally:
         impala._bitwise_where_valid = library
         impala._compiled_loss_sums.cache_clear()
-    runners = {name: (lambda c: lambda n: harness.time_calls(c, n))(c)
-               for name, c in calls.items()}
-    medians = harness.interleaved_medians(runners, rounds, budget_s)
+    medians = harness.interleaved_call_medians(calls, rounds, budget_s)
     base = medians["no mask, bitwise (library)"]
     rows = [(name, harness.fmt_us(us), harness.fmt_ratio(us, base))
             for name, us in medians.items()]
