@@ -12,6 +12,7 @@ It provides:
 * peak-memory probes and plain-text table formatting.
 """
 
+import argparse
 import gc
 import os
 import statistics
@@ -105,6 +106,22 @@ def interleaved_medians(runners, rounds, budget_s_per_round):
         for name in names[shift:] + names[:shift]:
             samples[name].extend(runners[name](calls[name]))
     return {name: statistics.median(samples[name]) for name in names}
+
+
+def rounds_and_budget(doc, rounds, budget_s_per_round):
+    """Parses an experiment's command line (`--quick` only): its rounds and
+    budget per round, or the smoke-run ones (2, 0.02) with `--quick`."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="few iterations (smoke run)")
+    return (2, 0.02) if parser.parse_args().quick else (rounds, budget_s_per_round)
+
+
+def interleaved_call_medians(calls, rounds, budget_s_per_round):
+    """`interleaved_medians` of in-process zero-argument calls, by name."""
+    runners = {name: (lambda call: lambda n: time_calls(call, n))(call)
+               for name, call in calls.items()}
+    return interleaved_medians(runners, rounds, budget_s_per_round)
 
 
 def _calibrate(run, budget_s):

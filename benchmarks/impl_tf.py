@@ -10,7 +10,10 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+_BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+# This checkout's tf_vtrace first, not whichever one the venv installed (a
+# git worktree shares its venv with the main checkout).
+sys.path[:0] = [_BENCH_DIR, os.path.dirname(_BENCH_DIR)]
 
 import tensorflow as tf  # noqa: E402
 
@@ -98,33 +101,72 @@ def build_from_logits(name, inputs):
 
 
 # The learner step, by how a user writes it (see docs/performance.md):
-# name -> (builder, jit_compile of the user's own tf.function).
+# name -> (builder, jit_compile of the user's own tf.function). A builder
+# returns bind(*LOGITS_KEYS tensors) -> a zero-argument call of one step.
+def _bind(step):
+    return lambda *args: lambda: step(*args)
+
+
 def _user_step(vtrace_fn):
-    return lambda jit_compile: tf_impls.make_learner_step(vtrace_fn, jit_compile)
+    return lambda jit_compile: _bind(tf_impls.make_learner_step(vtrace_fn, jit_compile))
 
 
-def _library_loss_step(jit_compile):
-    """A training step around the library's own loss, `impala_loss`."""
+def _library_loss_step(jit_compile, extra_inputs=None, autograph=True):
+    """A training step around the library's own loss, `impala_loss`.
+
+    `extra_inputs(values)` returns more keyword tensors for the loss, built
+    once outside the step (e.g. a mask), so that the step's graph sees them
+    as inputs as it would a batch's.
+    """
     from tf_vtrace.impala import impala_loss
 
-    @tf.function(jit_compile=jit_compile)
+    @tf.function(jit_compile=jit_compile, autograph=autograph)
     def learner_step(behaviour_logits, target_logits, actions, discounts, rewards,
-                     values, bootstrap_value):
+                     values, bootstrap_value, extra):
         with tf.GradientTape() as tape:
             tape.watch([target_logits, values])
             loss, _ = impala_loss(
                 behaviour_logits, target_logits, actions, discounts, rewards, values,
                 bootstrap_value, baseline_cost=tf_impls.BASELINE_COST,
-                entropy_cost=tf_impls.ENTROPY_COST, reduction="sum")
-        grad_logits, grad_values = tape.gradient(loss, [target_logits, values])
-        return loss, grad_logits, grad_values
+                entropy_cost=tf_impls.ENTROPY_COST, reduction="sum", **extra)
+        # Heads may be lists (one head here): loss, d / d logits, d / d values.
+        return (loss, *tf.nest.flatten(tape.gradient(loss, [target_logits, values])))
 
-    return learner_step
+    def bind(*args):
+        extra = {} if extra_inputs is None else extra_inputs(args[5])
+        return lambda: learner_step(*args, extra)
+
+    return bind
+
+
+def _all_valid_mask(values):
+    return {"mask": tf.ones_like(values, tf.bool)}
+
+
+def _pipeline_loss_step(jit_compile):
+    """The loss call of `tf_vtrace.agent.learner.Learner` (its step less the
+    network and Adam): heads as lists, time-limit `truncated` (none here) and
+    `truncation_values`, in a `tf.function(autograph=False)` jit-compiled as
+    `Config.jit_compile` (default True) says. The costs and the "sum" are
+    the workload's, so its outputs compare with the other rows'."""
+    def extra_inputs(values):
+        return {"truncated": tf.zeros_like(values, tf.bool),
+                "truncation_values": tf.zeros_like(values)}
+
+    bind = _library_loss_step(jit_compile, extra_inputs, autograph=False)
+
+    def with_head_lists(behaviour_logits, target_logits, actions, *rest):
+        return bind([behaviour_logits], [target_logits], [actions], *rest)
+
+    return with_head_lists
 
 
 LEARNER_STEPS = {
     "tf_vtrace": (_library_loss_step, False),  # impala_loss in a plain tf.function
     "tf_vtrace impala_loss in jit fn": (_library_loss_step, True),
+    "tf_vtrace impala_loss, all-true mask": (
+        lambda jit_compile: _library_loss_step(jit_compile, _all_valid_mask), False),
+    "tf_vtrace pipeline loss call": (_pipeline_loss_step, True),
     "tf_vtrace in user plain fn": (_user_step(_tf_vtrace), False),
     "tf_vtrace in user jit fn": (_user_step(_tf_vtrace), True),
     # The floor runs the user's step under XLA; trfl and tf.scan in a plain
@@ -132,9 +174,6 @@ LEARNER_STEPS = {
     "floor": (_user_step(tf_impls.floor_pass), True),
     "tf.scan (no XLA)": (_user_step(tf_impls.scan_vtrace), False),
     "trfl": (_user_step(_trfl_vtrace), False),
-    # TODO(issue 9): the agent pipeline's learner step, once it exists, goes
-    # here as "tf_vtrace pipeline learner": a builder(jit_compile) returning
-    # step(*LOGITS_KEYS tensors) -> (loss, d loss / d target logits, d / d values).
 }
 
 
@@ -143,9 +182,7 @@ def build_learner_step(name, inputs):
     if name == "tf_vtrace ImpalaLoss in fit":
         return build_keras_train_step(inputs)
     make_step, jit_compile = LEARNER_STEPS[name]
-    step = make_step(jit_compile)
-    args = _tensors(inputs, LOGITS_KEYS)
-    return lambda: step(*args)
+    return make_step(jit_compile)(*_tensors(inputs, LOGITS_KEYS))
 
 
 class _KerasStep:

@@ -1,12 +1,14 @@
 """tf_vtrace against its peers, each in its own process and venv, in one run.
 
-    .venv/bin/python benchmarks/run_peers.py [--quick]   (run_all.sh makes the venvs)
+    .venv/bin/python benchmarks/run_peers.py [--quick] [--base-only]   (run_all.sh makes the venvs)
 
 Prints, for every workload, the median µs per call of each implementation, its
 ratio to tf_vtrace and the max |difference| of its outputs from tf_vtrace's on
 the same inputs; then the scaling runs (time and per-call peak memory) and the
 first-call latency of each implementation in a fresh process. Results also go
-to benchmarks/results/peers.json (for plot_scaling.py).
+to benchmarks/results/peers.json (for plot_scaling.py). `--base-only` times
+the three base cases alone (no scaling runs, no fresh-process probes) and
+saves benchmarks/results/peers_base.json.
 """
 
 import argparse
@@ -41,6 +43,8 @@ IMPLEMENTATIONS.update({
     "tf_vtrace in user plain fn": (".venv", "impl_tf"),
     "tf_vtrace in user jit fn": (".venv", "impl_tf"),
     "tf_vtrace impala_loss in jit fn": (".venv", "impl_tf"),
+    "tf_vtrace impala_loss, all-true mask": (".venv", "impl_tf"),
+    "tf_vtrace pipeline loss call": (".venv", "impl_tf"),
     "tf_vtrace ImpalaLoss in fit": (".venv", "impl_tf"),
 })
 REFERENCE = "tf_vtrace"
@@ -109,10 +113,11 @@ def start_workers(names):
     return workers
 
 
-def setup_cases(workers):
-    """Build + compile every case in every worker; returns case -> {name: outputs path}."""
+def setup_cases(workers, cases):
+    """Build + compile `cases` in every worker; returns case -> {name: outputs path}."""
     outputs = {}
-    for key, (workload, T, B) in CASES.items():
+    for key in cases:
+        workload, T, B = CASES[key]
         outputs[key] = {}
         for name, worker in workers.items():
             if not runs_case(name, key):
@@ -139,7 +144,7 @@ def max_abs_diffs(output_paths):
 def time_cases(workers, outputs, rounds, budget_s):
     """case -> {name: median µs}, implementations alternating within each case."""
     medians = {}
-    for key in CASES:
+    for key in outputs:
         runners = {name: (lambda w, k: lambda n: w.request("time", key=k, n=n)["times"])(
             workers[name], key) for name in outputs[key]}
         medians[key] = harness.interleaved_medians(runners, rounds, budget_s)
@@ -230,38 +235,45 @@ def targets(medians):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few iterations (smoke run)")
+    parser.add_argument("--base-only", action="store_true",
+                        help=f"only {', '.join(BASE_CASES)}: no scaling, no probes")
     args = parser.parse_args(argv)
+    cases = BASE_CASES if args.base_only else tuple(CASES)
     rounds, budget_s = (2, 0.02) if args.quick else (7, 0.12)
     started = time.perf_counter()
-    for T, B in {(T, B) for _, T, B in CASES.values()}:
+    for T, B in {CASES[key][1:] for key in cases}:
         harness.load_inputs(T, B)  # written once, before any worker reads them
 
-    print("first-call latency and memory (fresh processes)...", file=sys.stderr, flush=True)
-    probes = probe_fresh_processes(SCALING_IMPLEMENTATIONS)
+    probes = None
+    if not args.base_only:
+        print("first-call latency and memory (fresh processes)...", file=sys.stderr,
+              flush=True)
+        probes = probe_fresh_processes(SCALING_IMPLEMENTATIONS)
     print("starting workers...", file=sys.stderr, flush=True)
     workers = start_workers(IMPLEMENTATIONS)
     try:
-        outputs = setup_cases(workers)
+        outputs = setup_cases(workers, cases)
         medians = time_cases(workers, outputs, rounds, budget_s)
     finally:
         for worker in workers.values():
             worker.close()
     diffs = {key: max_abs_diffs(paths) for key, paths in outputs.items()}
 
-    time_text, memory_text = scaling_table(medians, probes)
-    report = "\n\n".join([
+    sections = [
         "Median us per call; iw = from_importance_weights, learner = 18-action logits ->"
-        " log-probs -> V-trace -> IMPALA loss -> gradients (TxB):\n" + case_table(medians, diffs),
-        "Scaling, from_importance_weights, median us per call (TxB):\n" + time_text,
-        "Scaling, peak resident memory above the warm baseline during a call, MiB (TxB):\n"
-        + memory_text,
-        "First call in a fresh process (import excluded; trace + compile + run):\n"
-        + latency_table(probes),
-        "Targets:\n" + targets(medians),
-    ])
-    print(report)
+        " log-probs -> V-trace -> IMPALA loss -> gradients (TxB):\n" + case_table(medians, diffs)]
+    if probes is not None:
+        time_text, memory_text = scaling_table(medians, probes)
+        sections += [
+            "Scaling, from_importance_weights, median us per call (TxB):\n" + time_text,
+            "Scaling, peak resident memory above the warm baseline during a call, MiB (TxB):\n"
+            + memory_text,
+            "First call in a fresh process (import excluded; trace + compile + run):\n"
+            + latency_table(probes)]
+    print("\n\n".join(sections + ["Targets:\n" + targets(medians)]))
     print(f"\n(total {time.perf_counter() - started:.0f} s)")
-    with open(os.path.join(harness.RESULTS_DIR, "peers.json"), "w") as out:
+    results = "peers_base.json" if args.base_only else "peers.json"
+    with open(os.path.join(harness.RESULTS_DIR, results), "w") as out:
         json.dump({"medians": medians, "diffs": diffs, "probes": probes,
                    "scaling_points": SCALING_POINTS}, out, indent=1)
 

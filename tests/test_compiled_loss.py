@@ -167,3 +167,24 @@ def test_one_compiled_call_in_a_plain_tf_function():
                                 if isinstance(calls[0].get_attr("f").name, bytes)
                                 else calls[0].get_attr("f").name]
     assert function.definition.attr["_XlaMustCompile"].b
+
+
+@pytest.mark.parametrize("jit_compile", [True, False])
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+def test_all_true_mask_equals_no_mask_exactly(jit_compile, dtype):
+    """A mask that keeps every step changes nothing, to the bit: the masked
+    path (a bitwise selection over the logits' action axis) is the identity
+    there, in the loss, the diagnostics and both gradients."""
+    inputs = make_inputs(seed=6, dtype=dtype)
+    del inputs["mask"]
+    options = dict(kl_cost=0.1, entropy_cost=0.01, jit_compile=jit_compile)
+    for mask in (tf.ones([T, B], tf.bool), tf.ones([T, B], dtype)):
+        masked = loss_and_gradients(dict(inputs, mask=mask), **options)
+        unmasked = loss_and_gradients(inputs, **options)
+        np.testing.assert_array_equal(masked[0].numpy(), unmasked[0].numpy())
+        for key, value in unmasked[1].items():
+            np.testing.assert_array_equal(masked[1][key].numpy(), value.numpy(),
+                                          err_msg=key)
+        for gradient, reference in zip(masked[2], unmasked[2]):
+            assert np.any(reference.numpy() != 0)
+            np.testing.assert_array_equal(gradient.numpy(), reference.numpy())

@@ -364,3 +364,36 @@ def test_leaky_vtrace_loss_matches_reference(alpha_, pg_target, lambda_):
     for key, value in ref_terms.items():
         np.testing.assert_allclose(float(diags[key]), value, rtol=1e-10,
                                    atol=1e-12, err_msg=key)
+
+
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16, tf.float32, tf.float64])
+def test_masking_logits_selects_bit_for_bit(dtype):
+    """The padding mask over logits (one more axis than the mask) is a
+    bitwise selection, not `tf.where` (docs/performance.md): the same bits
+    (NaN, inf and −0 kept at valid steps, +0 at padded ones), and the same
+    selection of the gradient, NaN upstream included."""
+    from tf_vtrace.impala import _where_valid
+
+    rng = np.random.default_rng(7)
+    values = rng.normal(size=(5, 3, 4))
+    values.flat[::7] = np.nan
+    values.flat[1::7] = np.inf
+    values.flat[2::7] = -np.inf
+    values.flat[3::7] = -0.
+    logits = tf.cast(tf.constant(values), dtype)
+    valid = tf.constant(rng.random((5, 3)) < 0.5)
+    upstream = tf.cast(tf.constant(np.where(rng.random((5, 3, 4)) < 0.3, np.nan,
+                                            rng.normal(size=(5, 3, 4)))), dtype)
+
+    def bits(tensor):
+        return tf.bitcast(tensor, tf.int64 if dtype == tf.float64 else (
+            tf.int32 if dtype == tf.float32 else tf.int16)).numpy()
+
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(logits)
+        selected = _where_valid(valid, logits)
+        expected = tf.where(valid[..., None], logits, tf.zeros_like(logits))
+    np.testing.assert_array_equal(bits(selected), bits(expected))
+    np.testing.assert_array_equal(
+        bits(tape.gradient(selected, logits, upstream)),
+        bits(tape.gradient(expected, logits, upstream)))

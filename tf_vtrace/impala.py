@@ -76,12 +76,46 @@ def _expand_to_rank(mask, tensor):
         [tf.shape(mask), tf.ones([extra], tf.int32)], axis=0)) if extra else mask
 
 
+# The integer type of each float's bit pattern, for `_bitwise_where_valid`.
+_BITS = {tf.float16: tf.int16, tf.bfloat16: tf.int16, tf.float32: tf.int32,
+         tf.float64: tf.int64}
+
+
+def _bitwise_where_valid(valid, tensor):
+    """`tf.where(valid, tensor, 0)` for floats with more axes than `valid`.
+
+    The same selection as a bitwise AND of `tensor`'s bits with all ones
+    (valid) or all zeros (padding, giving +0.0), broadcast over the trailing
+    axes. XLA on CPU does not vectorize a fused loop whose select predicate
+    is broadcast along the minor axis (per-step mask over logits): the log-
+    softmax's exp then runs scalar, 2.4x slower, and the masked loss took 3x
+    the unmasked one (docs/performance.md). An integer broadcast vectorizes.
+    Bits are exact: NaN and inf stay where valid and vanish where not. The
+    gradient is the same selection of the upstream gradient.
+    """
+    bits = _BITS[tensor.dtype]
+    # −1 is all ones. (A select here would broadcast a predicate again.)
+    keep = _expand_to_rank(-tf.cast(valid, bits), tensor)
+
+    def select(value):
+        return tf.bitcast(tf.bitwise.bitwise_and(tf.bitcast(value, bits), keep),
+                          value.dtype)
+
+    @tf.custom_gradient
+    def where_valid(value):
+        return select(value), select
+
+    return where_valid(tensor)
+
+
 def _where_valid(valid, tensor):
     """`tensor` where `valid`, zeros elsewhere (broadcast over trailing axes).
 
     `tf.where`, not a product: padding may hold NaN or inf, and 0 · NaN = NaN
     (in the gradient too) whereas `where` drops the unselected branch.
     """
+    if tensor.shape.rank != valid.shape.rank and tensor.dtype in _BITS:
+        return _bitwise_where_valid(valid, tensor)
     return tf.where(_expand_to_rank(valid, tensor), tensor, tf.zeros_like(tensor))
 
 
@@ -177,11 +211,9 @@ class VTraceTargets(collections.namedtuple(
     """
 
 
-def _prepare_heads(heads, name, valid, time_major):
-    heads = vtrace._as_head_list(heads, name)
-    heads = [vtrace._to_time_major(tf.convert_to_tensor(h, name=name), time_major)
-             for h in heads]
-    return [_where_valid(valid, h) for h in heads]
+def _prepare_heads(heads, name, valid):
+    return [_where_valid(valid, tf.convert_to_tensor(h, name=name))
+            for h in vtrace._as_head_list(heads, name)]
 
 
 def _upcast(value, name):
@@ -234,16 +266,18 @@ def _step_flags(mask, truncated, truncation_values, values, time_major,
 
 def _action_log_probs(behaviour_policy_logits, target_policy_logits, actions,
                       behaviour_action_log_probs, valid, dtype, dist_class,
-                      model, time_major, validate_args):
-    """Time-major log π(a) (differentiable) and log μ(a) per head.
+                      model, validate_args):
+    """log π(a) (differentiable) and log μ(a) per head, in the caller's layout.
 
     Padded steps get zero logits and action 0 first, so the log-probs (and
-    their gradients) are finite whatever the padding held.
+    their gradients) are finite whatever the padding held. The log-probs are
+    per step, so the logits are never transposed to time-major: a transpose
+    of [B, T, P] fused into the log-softmax made it 3x slower under XLA.
     """
     def heads(value, name):
-        return _to_compute(_prepare_heads(value, name, valid, time_major), dtype)
+        return _to_compute(_prepare_heads(value, name, valid), dtype)
 
-    action_heads = _prepare_heads(actions, "actions", valid, time_major)
+    action_heads = _prepare_heads(actions, "actions", valid)
     target = vtrace.multi_log_probs_from_logits_and_actions(
         heads(target_policy_logits, "target_policy_logits"), action_heads,
         dist_class, model, validate_args=validate_args)
@@ -362,11 +396,12 @@ def vtrace_targets(behaviour_policy_logits,
         tm = lambda t: vtrace._to_time_major(t, time_major)  # noqa: E731
         valid, truncated, truncation_values = _step_flags(
             mask, truncated, truncation_values, values, time_major, validate_args)
+        valid_as_given = tm(valid)
         target_log_probs, behaviour_log_probs = _action_log_probs(
             behaviour_policy_logits, target_policy_logits, actions,
-            behaviour_action_log_probs, valid, dtype, dist_class, model,
-            time_major, validate_args)
-        log_rhos = _where_valid(valid, vtrace.get_log_rhos(
+            behaviour_action_log_probs, valid_as_given, dtype, dist_class, model,
+            validate_args)
+        log_rhos = _where_valid(valid_as_given, vtrace.get_log_rhos(
             target_log_probs, behaviour_log_probs))
 
         inputs = [
@@ -378,7 +413,7 @@ def vtrace_targets(behaviour_policy_logits,
         if lambda_.shape.rank:
             lambda_ = tm(lambda_)
         masked = _masked_inputs(
-            tf.stop_gradient(log_rhos), discounts_, rewards_, values_, bootstrap_,
+            tf.stop_gradient(tm(log_rhos)), discounts_, rewards_, values_, bootstrap_,
             lambda_, valid, truncated, truncation_values)
         returns = vtrace.from_importance_weights(
             *masked[:5], clip_rho_threshold, clip_pg_rho_threshold,
@@ -392,10 +427,8 @@ def vtrace_targets(behaviour_policy_logits,
                 returns.vs, *masked[:6], clip_pg_rho_threshold, alpha_)
         return VTraceTargets(
             vs=tm(returns.vs), pg_advantages=tm(pg_advantages),
-            log_rhos=tm(log_rhos),
-            target_action_log_probs=[tm(t) for t in target_log_probs],
-            behaviour_action_log_probs=[tm(b) for b in behaviour_log_probs],
-            valid=tm(valid))
+            log_rhos=log_rhos, target_action_log_probs=target_log_probs,
+            behaviour_action_log_probs=behaviour_log_probs, valid=valid_as_given)
 
 
 # --- The loss ----------------------------------------------------------------
@@ -590,6 +623,11 @@ def _split_for_compiling(inputs, options):
             static.setdefault(key, None)
             continue
         converted = _as_tensors(value)
+        if key == "mask" and converted is not None and converted.dtype != tf.bool:
+            # To bool out here (as `_as_bool` would inside): XLA fused the
+            # compare into the loops that mask the logits, and they ran 4x
+            # slower (Keras packs the mask as float).
+            converted = tf.not_equal(converted, tf.zeros([], converted.dtype))
         if converted is not None:
             tensors[key] = converted
         elif key in inputs or key in (

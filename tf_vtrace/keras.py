@@ -182,11 +182,16 @@ def unpack_predictions(y_pred, action_sizes=None):
         raise ValueError(
             f"`y_pred` has {y_pred.shape[-1]} channels but action_sizes {sizes} "
             f"need {sum(sizes) + 1} (the logits of each head, then the value).")
-    logits, start = [], 0
-    for size in sizes:
-        logits.append(y_pred[..., start:start + size])
-        start += size
-    return {"policy_logits": logits, "values": y_pred[..., -1]}
+    # `tf.split`, not slices: its gradient is a concat, where a slice's
+    # (StridedSliceGrad) took 2.7 ms per slice at B=256, T=100, 18 actions.
+    *logits, values = tf.split(y_pred, sizes + [1], axis=-1)
+    return {"policy_logits": logits, "values": tf.squeeze(values, -1)}
+
+
+def _split_last_step(sequence):
+    """[B, T + 1, ...] → ([B, T, ...], [B, ...]), by `tf.split` (see above)."""
+    steps, last = tf.split(sequence, [-1, 1], axis=1)
+    return steps, tf.squeeze(last, 1)
 
 
 def _check_time_axes(y_true, y_pred):
@@ -298,13 +303,14 @@ class ImpalaLoss(keras.losses.Loss):
         if self.dist_class is None:
             # Keras 3 casts y_true to float; the actions are exact small ints.
             actions = [tf.cast(tf.round(a), tf.int32) for a in actions]
-        values = preds["values"]
+        values, bootstrap_value = _split_last_step(preds["values"])
         return dict(
             behaviour_policy_logits=targets["behaviour_policy_logits"],
-            target_policy_logits=[p[:, :-1] for p in preds["policy_logits"]],
+            target_policy_logits=[_split_last_step(p)[0]
+                                  for p in preds["policy_logits"]],
             actions=actions, discounts=targets["discounts"],
-            rewards=targets["rewards"], values=values[:, :-1],
-            bootstrap_value=values[:, -1], mask=targets["mask"],
+            rewards=targets["rewards"], values=values,
+            bootstrap_value=bootstrap_value, mask=targets["mask"],
             truncated=targets["truncated"],
             truncation_values=targets["truncation_values"])
 
