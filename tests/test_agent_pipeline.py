@@ -66,7 +66,8 @@ def test_ctrl_c_leaves_curve_checkpoint_and_a_policy_that_acts(tmp_path):
          "--num-envs", "4", "--unroll-length", "16", "--checkpoint-every", "1",
          "--total-env-steps", "10000000", "--no-progress",
          "--jit-compile", "false"],
-        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=dict(ENV, PYTHONFAULTHANDLER="1"), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 240
     # Wait until two updates are done (TensorBoard is written after the first).
     while _last_checkpoint(out) < 2:
@@ -74,7 +75,14 @@ def test_ctrl_c_leaves_curve_checkpoint_and_a_policy_that_acts(tmp_path):
         assert time.time() < deadline, "no checkpoint within 240 s"
         time.sleep(0.5)
     process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=120)
+    try:
+        # Writing the outputs after Ctrl-C includes a SavedModel export:
+        # tens of seconds on two loaded cores.
+        stdout, stderr = process.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)  # faulthandler prints every stack
+        stdout, stderr = process.communicate(timeout=60)
+        pytest.fail("no exit within 240 s of SIGINT; stacks:\n" + stderr[-8000:])
     assert process.returncode == 130, stdout + stderr[-4000:]
     summary = _assert_outputs(out, interrupted=True)
     assert 2 <= summary["learner_updates"] < 10000000 // 64
