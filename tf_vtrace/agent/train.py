@@ -25,13 +25,17 @@ In a multi-worker run every host runs this same loop with its own actors
 update in lockstep; the chief (task 0) writes into `out_dir`, worker i into
 ``out_dir/worker-i``.
 
-Ctrl-C (KeyboardInterrupt) stops the loop; the curve, a last checkpoint, the
-policy and the summary are still written.
+Ctrl-C stops the loop after the current update; the curve, a last
+checkpoint, the policy and the summary are still written. A second Ctrl-C
+raises KeyboardInterrupt at once.
 """
 
 import collections
+import contextlib
 import json
 import os
+import signal
+import threading
 import time
 
 import tensorflow as tf
@@ -94,6 +98,32 @@ def _warm_rates(warm_start, end, env_steps, updates):
             "learner_steps_per_s": round((updates - start_updates) / elapsed, 2)}
 
 
+@contextlib.contextmanager
+def _stop_on_sigint():
+    """An event set by the first Ctrl-C; a second one raises KeyboardInterrupt.
+
+    Why not let the first KeyboardInterrupt unwind the loop: raised while the
+    main thread is inside a TensorFlow op, it once left the runtime hung in the
+    next op (a clean-clone test run, stuck in a variable assign for 240 s).
+    Off the main thread (where handlers cannot be set) the event never fires.
+    """
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handler(signum, frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _progress_bar(config, enabled):
     from tqdm import tqdm
     return tqdm(total=config.num_updates * config.steps_per_update,
@@ -134,32 +164,35 @@ def train(config, out_dir, progress=True):
     bar = _progress_bar(config, progress)
     env_steps, interrupted, loop_start = 0, False, time.time()
     lags, warm_start = collections.Counter(), None
-    try:
-        for _ in range(config.num_updates):
-            unroll, diagnostics = actor_learner_step(actor, learner, history)
-            env_steps += config.steps_per_update
-            lags[int(diagnostics["policy_lag"])] += 1
-            warm_start = warm_start or (time.time(), env_steps, learner.version)
-            elapsed = time.time() - loop_start
-            rates = {"env_steps_per_s": env_steps / elapsed,
-                     "learner_steps_per_s": learner.version / elapsed}
-            recorder.record(env_steps, unroll, diagnostics, rates)
-            bar.update(config.steps_per_update)
-            bar.set_postfix({"env/s": f"{rates['env_steps_per_s']:.0f}",
-                             "learn/s": f"{rates['learner_steps_per_s']:.1f}",
-                             "return": f"{recorder.mean_return:.1f}"},
-                            refresh=False)
-            if learner.version % config.checkpoint_every == 0:
-                checkpoint.save(learner.version)
-    except KeyboardInterrupt:
-        interrupted = True
-        bar.write("interrupted: writing the curve, a checkpoint and the policy")
-    finally:
-        loop_end = time.time()
-        bar.close()
-        checkpoint.save(learner.version)
-        recorder.close()
-        actor.close()
+    with _stop_on_sigint() as stop:
+        try:
+            for _ in range(config.num_updates):
+                if stop.is_set():
+                    raise KeyboardInterrupt
+                unroll, diagnostics = actor_learner_step(actor, learner, history)
+                env_steps += config.steps_per_update
+                lags[int(diagnostics["policy_lag"])] += 1
+                warm_start = warm_start or (time.time(), env_steps, learner.version)
+                elapsed = time.time() - loop_start
+                rates = {"env_steps_per_s": env_steps / elapsed,
+                         "learner_steps_per_s": learner.version / elapsed}
+                recorder.record(env_steps, unroll, diagnostics, rates)
+                bar.update(config.steps_per_update)
+                bar.set_postfix({"env/s": f"{rates['env_steps_per_s']:.0f}",
+                                 "learn/s": f"{rates['learner_steps_per_s']:.1f}",
+                                 "return": f"{recorder.mean_return:.1f}"},
+                                refresh=False)
+                if learner.version % config.checkpoint_every == 0:
+                    checkpoint.save(learner.version)
+        except KeyboardInterrupt:
+            interrupted = True
+            bar.write("interrupted: writing the curve, a checkpoint and the policy")
+        finally:
+            loop_end = time.time()
+            bar.close()
+            checkpoint.save(learner.version)
+            recorder.close()
+            actor.close()
     export.export_policy(
         learner.model, os.path.join(out_dir, "policy"), actor.head_sizes,
         metadata={"env_id": config.env_id,
