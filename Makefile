@@ -60,11 +60,11 @@ demo-eval: venv-demo
 
 # Three seeds of the demo run, with evaluation (docs/agent_seeds.json).
 learn-full: venv
-	$(PY) benchmarks/agent_learning.py seeds --seeds 0 1 2
+	$(PY) -m benchmarks.learning.agent_learning seeds --seeds 0 1 2
 
 # V-trace vs no correction at policy lags 0, 8, 32 (docs/agent_ablation.png).
 ablation: venv
-	$(PY) benchmarks/agent_learning.py ablation --seeds 0 1 2 --lags 0 8 32
+	$(PY) -m benchmarks.learning.agent_learning ablation --seeds 0 1 2 --lags 0 8 32
 
 test: venv
 	$(PY) -m pytest -q -n 2 tests
@@ -76,17 +76,17 @@ docs: venv
 	$(PY) -m mkdocs build --strict --site-dir site
 
 bench-core: venv
-	$(PY) benchmarks/bench_core.py
+	$(PY) -m benchmarks.bench_core
 
 bench-scan: venv
-	$(PY) benchmarks/scan_crossover.py
+	$(PY) -m benchmarks.scan_crossover
 
 # Env steps/s, learner steps/s and policy lag per actor backend (docs/scaling.md).
 bench-actors: venv
-	$(PY) benchmarks/actor_backends.py
+	$(PY) -m benchmarks.actor_backends
 
 bench: venv
-	bash benchmarks/run_all.sh
+	bash benchmarks/peers/run_all.sh
 
 clean:
 	rm -rf $(VENV) $(VENV)-* site build *.egg-info

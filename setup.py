@@ -1,13 +1,19 @@
 """Packaging for tf-vtrace: V-trace (IMPALA) for TensorFlow 2 and Keras."""
 import pathlib
+import re
 
 from setuptools import find_packages, setup
 
 HERE = pathlib.Path(__file__).parent
+# The version is written once, in the package; read as text, because importing
+# tf_vtrace would need TensorFlow before it is installed.
+VERSION = re.search(r'^__version__ = "([^"]+)"$',
+                    (HERE / "tf_vtrace" / "__init__.py").read_text(encoding="utf-8"),
+                    re.MULTILINE).group(1)
 
 setup(
     name="tf-vtrace",
-    version="0.1.0",
+    version=VERSION,
     description=(
         "V-trace off-policy correction and the IMPALA loss for TensorFlow 2 / Keras"
     ),
@@ -28,7 +34,7 @@ setup(
     extras_require={
         "test": ["pytest", "hypothesis", "pytest-xdist", "gymnasium"],
         "examples": ["gymnasium>=1.0,<1.5"],
-        # What TF-Agents 0.19 really needs beside TF 2.21 (tf_vtrace.agents).
+        # What TF-Agents 0.19 really needs beside TF 2.21 (tf_vtrace.tf_agents).
         # tf-agents itself is installed with --no-deps (Makefile, README): its
         # declared pins (tensorflow-probability~=0.23) conflict with TF 2.21.
         # numpy 2.4 breaks its ActorDistributionNetwork; gym 0.23's classic

@@ -15,8 +15,8 @@ Prints the medians over the repeats (with min–max) and the ratio of each
 median to the local backend's, measured in the same run; writes every
 measurement to `--out` (JSON).
 
-    python benchmarks/actor_backends.py                 # make bench-actors
-    python benchmarks/actor_backends.py --quick --settings local process:1
+    python -m benchmarks.actor_backends                 # make bench-actors
+    python -m benchmarks.actor_backends --quick --settings local process:1
 """
 
 import argparse
@@ -30,9 +30,6 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from tf_vtrace.agent import backends  # noqa: E402
 from tf_vtrace.agent import train as train_lib  # noqa: E402

@@ -1,6 +1,6 @@
 """Core V-trace timings in one process: tf_vtrace vs a plain tf.scan vs the floor.
 
-    .venv/bin/python benchmarks/bench_core.py [--quick]
+    .venv/bin/python -m benchmarks.bench_core [--quick]
 
 For `from_importance_weights` and `from_logits` at T=100, B=256 (18 actions)
 and T=20, B=32 it prints the median µs per call of
@@ -17,15 +17,12 @@ warm-up (trace + compile) so machine noise is shared.
 """
 
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import harness  # noqa: E402
-import impl_tf  # noqa: E402
+from benchmarks import harness
+from benchmarks.peers import impl_tf
 
 SHAPES = ((100, 256), (20, 32))
 WORKLOADS = ("importance_weights", "from_logits")

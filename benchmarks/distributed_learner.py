@@ -1,6 +1,6 @@
 """Learner steps/s: one device vs MirroredStrategy over logical CPU devices.
 
-    python benchmarks/distributed_learner.py [--devices 2] [--steps 200] [--rounds 3]
+    python -m benchmarks.distributed_learner [--devices 2] [--steps 200] [--rounds 3]
 
 One process with `--devices` logical CPU devices; the one-device Learner
 (``strategy="none"``, XLA-compiled step), the same without XLA

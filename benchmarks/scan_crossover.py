@@ -1,6 +1,6 @@
 """The sequential scan against the associative (log-depth) scan, by length T.
 
-    .venv/bin/python benchmarks/scan_crossover.py [--quick] [--batch 256]
+    .venv/bin/python -m benchmarks.scan_crossover [--quick] [--batch 256]
                                                   [--lengths 20,100,1000,10000]
 
 For each T it times `tf_vtrace.from_importance_weights` called eagerly with
@@ -13,17 +13,14 @@ machine.
 """
 
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import tensorflow as tf
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import harness  # noqa: E402
-import impl_tf  # noqa: E402
-import tf_impls  # noqa: E402
+from benchmarks import harness
+from benchmarks import tf_baselines
+from benchmarks.peers import impl_tf
 
 SCANS = ("sequential", "associative")
 
@@ -36,7 +33,7 @@ def build_calls(T, B):
     tensors = [tf.constant(inputs[key]) for key in impl_tf.IW_KEYS]
     calls = {f"tf_vtrace scan={scan}": (lambda s: lambda: tf_vtrace.from_importance_weights(
         *tensors, scan=s))(scan) for scan in SCANS}
-    floor = tf.function(tf_impls.floor_pass, jit_compile=True)
+    floor = tf.function(tf_baselines.floor_pass, jit_compile=True)
     calls["floor"] = lambda: floor(*tensors)
     outputs = {name: call()[0].numpy() for name, call in calls.items()}
     return calls, outputs

@@ -1,4 +1,4 @@
-"""Train `tf_vtrace.agents.ImpalaAgent` on CartPole with TF-Agents' own tools.
+"""Train `tf_vtrace.tf_agents.ImpalaAgent` on CartPole with TF-Agents' own tools.
 
 A `DynamicStepDriver` runs the agent's collect policy in 8 CartPole-v1
 environments and adds every step to a `TFUniformReplayBuffer` (the collect
@@ -39,7 +39,7 @@ from tf_agents.networks import value_network  # noqa: E402
 from tf_agents.replay_buffers import tf_uniform_replay_buffer  # noqa: E402
 from tf_agents.utils import common  # noqa: E402
 
-from tf_vtrace.agents import ImpalaAgent  # noqa: E402
+from tf_vtrace.tf_agents import ImpalaAgent  # noqa: E402
 
 NUM_ENVS, UNROLL, BATCH = 8, 20, 16     # T = UNROLL steps per window
 TIME_LIMIT = 500

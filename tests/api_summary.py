@@ -5,7 +5,7 @@ directives), which leaves the page empty when it is read as plain Markdown (on
 GitHub, in an editor). Its first section therefore lists every entry with its
 signature and the first line of its docstring. The list is generated
 statically with griffe (as mkdocstrings reads the code, so optional faces such
-as `tf_vtrace.agents` are not imported) and tests/test_docs.py checks that the
+as `tf_vtrace.tf_agents` are not imported) and tests/test_docs.py checks that the
 page holds exactly what this module generates. After changing a signature:
 
     python tests/api_summary.py     # rewrites the list in docs/api.md

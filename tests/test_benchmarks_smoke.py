@@ -12,7 +12,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def test_bench_core_quick_prints_table():
     completed = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_core.py"), "--quick"],
+        [sys.executable, "-m", "benchmarks.bench_core", "--quick"],
         capture_output=True, text=True, timeout=180, cwd=ROOT, check=False)
     assert completed.returncode == 0, completed.stderr[-3000:]
     out = completed.stdout
@@ -30,7 +30,7 @@ def test_actor_backends_quick_prints_table(tmp_path):
     import json
     out = tmp_path / "actors.json"
     completed = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "actor_backends.py"),
+        [sys.executable, "-m", "benchmarks.actor_backends",
          "--quick", "--settings", "local", "process:1", "--out", str(out)],
         capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
     assert completed.returncode == 0, completed.stderr[-3000:]
@@ -43,3 +43,29 @@ def test_actor_backends_quick_prints_table(tmp_path):
         assert record["env_steps_per_s"] > 0 and record["actor_env_steps_per_s"] > 0
     assert records["local"][0]["policy_lag_max"] == 0
     assert records["process:1"][0]["policy_lag_max"] == 1
+
+
+def test_benchmark_paths_named_in_docs_and_makefile_exist():
+    """Every `benchmarks/...` path and `-m benchmarks.X` module that the docs,
+    the READMEs, the Makefile and the benchmarks themselves name exists, so a
+    moved or renamed script cannot leave a dead command behind."""
+    import re
+    texts = [ROOT / "README.md", ROOT / "Makefile", *ROOT.glob("docs/*.md"),
+             *(p for p in ROOT.glob("benchmarks/**/*")
+               if p.suffix in (".py", ".sh", ".md", ".txt"))]
+    named, missing = set(), []
+    for text_path in texts:
+        text = text_path.read_text(encoding="utf-8")
+        for path in re.findall(r"benchmarks/[\w./*-]*\w", text):
+            if path.startswith("benchmarks/results"):
+                continue  # written by the runs, not committed
+            named.add(path)
+            if not list(ROOT.glob(path)):
+                missing.append(f"{text_path.relative_to(ROOT)}: {path}")
+        for module in re.findall(r"-m (benchmarks(?:\.\w+)+)", text):
+            named.add(module)
+            if not (ROOT / (module.replace(".", "/") + ".py")).is_file():
+                missing.append(f"{text_path.relative_to(ROOT)}: -m {module}")
+    assert not missing, missing
+    assert {"benchmarks/peers/run_all.sh", "benchmarks.bench_core",
+            "benchmarks.learning.agent_learning"} <= named

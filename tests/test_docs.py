@@ -251,10 +251,10 @@ def test_docstring_examples_render_as_code():
         "line between")
 
 
-# Modules that need process-wide settings (tf_vtrace.agents: TF-Agents under
+# Modules that need process-wide settings (tf_vtrace.tf_agents: TF-Agents under
 # TF_USE_LEGACY_KERAS=1) are not imported here; their entries are checked by
 # static analysis (griffe, as mkdocstrings reads them).
-OWN_PROCESS_MODULES = ("tf_vtrace.agents",)
+OWN_PROCESS_MODULES = ("tf_vtrace.tf_agents",)
 
 
 def _in_own_process_module(entry):

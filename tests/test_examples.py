@@ -11,9 +11,9 @@ import pytest
 import tf_vtrace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# tf_vtrace.agents needs TF-Agents under TF_USE_LEGACY_KERAS=1, a process-wide
+# tf_vtrace.tf_agents needs TF-Agents under TF_USE_LEGACY_KERAS=1, a process-wide
 # setting: its doctests run in tests/tf_agents_suite.py, in a process of its own.
-OWN_PROCESS_MODULES = {"tf_vtrace.agents"}
+OWN_PROCESS_MODULES = {"tf_vtrace.tf_agents"}
 MODULES = sorted(m.name for m in pkgutil.iter_modules(tf_vtrace.__path__,
                                                       "tf_vtrace.")
                  if m.name not in OWN_PROCESS_MODULES)

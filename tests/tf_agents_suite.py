@@ -1,7 +1,7 @@
-"""`tf_vtrace.agents.ImpalaAgent` with real TF-Agents 0.19, in its own process.
+"""`tf_vtrace.tf_agents.ImpalaAgent` with real TF-Agents 0.19, in its own process.
 
 Not collected by the main test run (the name does not start with `test_`):
-tests/test_agents.py runs this module with pytest in a subprocess with
+tests/test_tf_agents.py runs this module with pytest in a subprocess with
 `TF_USE_LEGACY_KERAS=1`, which must be set before TensorFlow is imported and
 then holds for the whole process.
 
@@ -14,7 +14,7 @@ checked against the float64 reference of tests/vtrace_reference.py.
 import os
 
 if os.environ.get("TF_USE_LEGACY_KERAS") != "1":
-    raise RuntimeError("run through tests/test_agents.py (TF_USE_LEGACY_KERAS=1)")
+    raise RuntimeError("run through tests/test_tf_agents.py (TF_USE_LEGACY_KERAS=1)")
 
 import doctest  # noqa: E402
 import json  # noqa: E402
@@ -41,8 +41,8 @@ from tf_agents.specs import array_spec  # noqa: E402
 from tf_agents.trajectories import time_step as ts  # noqa: E402
 from tf_agents.utils import common  # noqa: E402
 
-import tf_vtrace.agents  # noqa: E402
-from tf_vtrace.agents import ImpalaAgent  # noqa: E402
+import tf_vtrace.tf_agents  # noqa: E402
+from tf_vtrace.tf_agents import ImpalaAgent  # noqa: E402
 from vtrace_reference import categorical_log_probs, vtrace_reference  # noqa: E402
 
 N_ENVS, TIME_LIMIT = 4, 20  # random CartPole episodes last ≈ 22 steps
@@ -53,7 +53,7 @@ def test_legacy_keras_is_active():
 
 
 def test_module_doctests():
-    assert doctest.testmod(tf_vtrace.agents).failed == 0
+    assert doctest.testmod(tf_vtrace.tf_agents).failed == 0
 
 
 # --- Environments, agents, data ---------------------------------------------

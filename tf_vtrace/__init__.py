@@ -25,8 +25,8 @@ from tf_vtrace.keras import pack_targets
 from tf_vtrace.keras import unpack_predictions
 from tf_vtrace.keras import unpack_targets
 from tf_vtrace.export import VTraceModule
-from tf_vtrace.layout import make_time_major
 from tf_vtrace.export import export_policy
+from tf_vtrace.layout import make_time_major
 
 __version__ = "0.1.0"
 
@@ -54,7 +54,7 @@ __all__ = [
     "unpack_predictions",
     # SavedModel
     "VTraceModule",
+    "export_policy",
     # Layout (RLlib's flat batches)
     "make_time_major",
-    "export_policy",
 ]

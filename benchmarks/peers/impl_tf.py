@@ -7,17 +7,12 @@ timing. trfl is imported lazily: it lives in .venv-bench-tf only.
 """
 
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-_BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-# This checkout's tf_vtrace first, not whichever one the venv installed (a
-# git worktree shares its venv with the main checkout).
-sys.path[:0] = [_BENCH_DIR, os.path.dirname(_BENCH_DIR)]
 
 import tensorflow as tf  # noqa: E402
 
-import tf_impls  # noqa: E402
+from benchmarks import tf_baselines  # noqa: E402
 
 IW_KEYS = ("log_rhos", "discounts", "rewards", "values", "bootstrap_value")
 LOGITS_KEYS = ("behaviour_logits", "target_logits", "actions", "discounts",
@@ -33,7 +28,7 @@ def to_numpy(outputs):
 
 
 # ------------------------------------------------------- vtrace functions
-# All share tf_impls' signature: (log_rhos, discounts, rewards, values, bootstrap)
+# All share tf_baselines' signature: (log_rhos, discounts, rewards, values, bootstrap)
 # -> (vs, pg_advantages), so the same workload builders serve every variant.
 
 
@@ -64,8 +59,8 @@ VTRACE_FUNCTIONS = {
     "tf_vtrace": (_tf_vtrace, None),  # called eagerly: the library compiles its own kernel
     "tf_vtrace in user plain fn": (_tf_vtrace, False),  # inside the caller's tf.function
     "tf_vtrace in user jit fn": (_tf_vtrace, True),  # inside the caller's XLA function
-    "floor": (tf_impls.floor_pass, True),
-    "tf.scan (no XLA)": (tf_impls.scan_vtrace, False),
+    "floor": (tf_baselines.floor_pass, True),
+    "tf.scan (no XLA)": (tf_baselines.scan_vtrace, False),
     "trfl": (_trfl_vtrace, False),
 }
 
@@ -96,7 +91,7 @@ def build_from_logits(name, inputs):
         if jit_compile is not None:
             from_logits = tf.function(from_logits, jit_compile=jit_compile)
         return lambda: from_logits(*args)
-    from_logits = tf_impls.make_from_logits(vtrace_fn, jit_compile=jit_compile)
+    from_logits = tf_baselines.make_from_logits(vtrace_fn, jit_compile=jit_compile)
     return lambda: from_logits(*args)
 
 
@@ -108,7 +103,7 @@ def _bind(step):
 
 
 def _user_step(vtrace_fn):
-    return lambda jit_compile: _bind(tf_impls.make_learner_step(vtrace_fn, jit_compile))
+    return lambda jit_compile: _bind(tf_baselines.make_learner_step(vtrace_fn, jit_compile))
 
 
 def _library_loss_step(jit_compile, extra_inputs=None, autograph=True):
@@ -127,8 +122,8 @@ def _library_loss_step(jit_compile, extra_inputs=None, autograph=True):
             tape.watch([target_logits, values])
             loss, _ = impala_loss(
                 behaviour_logits, target_logits, actions, discounts, rewards, values,
-                bootstrap_value, baseline_cost=tf_impls.BASELINE_COST,
-                entropy_cost=tf_impls.ENTROPY_COST, reduction="sum", **extra)
+                bootstrap_value, baseline_cost=tf_baselines.BASELINE_COST,
+                entropy_cost=tf_baselines.ENTROPY_COST, reduction="sum", **extra)
         # Heads may be lists (one head here): loss, d / d logits, d / d values.
         return (loss, *tf.nest.flatten(tape.gradient(loss, [target_logits, values])))
 
@@ -171,8 +166,8 @@ LEARNER_STEPS = {
     "tf_vtrace in user jit fn": (_user_step(_tf_vtrace), True),
     # The floor runs the user's step under XLA; trfl and tf.scan in a plain
     # tf.function, as in the scalable_agent lineage they come from.
-    "floor": (_user_step(tf_impls.floor_pass), True),
-    "tf.scan (no XLA)": (_user_step(tf_impls.scan_vtrace), False),
+    "floor": (_user_step(tf_baselines.floor_pass), True),
+    "tf.scan (no XLA)": (_user_step(tf_baselines.scan_vtrace), False),
     "trfl": (_user_step(_trfl_vtrace), False),
 }
 
@@ -212,8 +207,8 @@ class _KerasStep:
         y_pred = tf.concat([logits, values[..., None]], -1)
         y_true = pack_targets(batch_major["actions"], batch_major["rewards"],
                               batch_major["discounts"], batch_major["behaviour_logits"])
-        self.loss = ImpalaLoss(baseline_cost=tf_impls.BASELINE_COST,
-                               entropy_cost=tf_impls.ENTROPY_COST, reduction="sum")
+        self.loss = ImpalaLoss(baseline_cost=tf_baselines.BASELINE_COST,
+                               entropy_cost=tf_baselines.ENTROPY_COST, reduction="sum")
 
         class Predictions(keras.layers.Layer):
             def build(self, input_shape):

@@ -1,6 +1,6 @@
 """Experiment: what a padding `mask` costs the compiled `impala_loss`.
 
-    .venv/bin/python benchmarks/mask_overhead.py [--quick]
+    .venv/bin/python -m benchmarks.experiments.mask_overhead [--quick]
 
 The learner step of `make bench` (impala_loss in a plain tf.function, T=100,
 B=256, 18 actions) without a mask, with an all-true mask and with the last
@@ -10,17 +10,12 @@ library's masking of the logits (a bitwise selection, see
 broadcast predicate that it replaced, patched in for the comparison.
 """
 
-import os
-import sys
+import numpy as np
+import tensorflow as tf
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import harness  # noqa: E402
-import impl_tf  # noqa: E402  (puts this checkout's tf_vtrace first on the path)
-from tf_vtrace import impala  # noqa: E402
+from benchmarks import harness
+from benchmarks.peers import impl_tf
+from tf_vtrace import impala
 
 
 def _where_formulation(valid, tensor):

@@ -43,7 +43,7 @@ from tf_vtrace import _checks
 from tf_vtrace import impala
 
 _INSTALL_HELP = (
-    "tf_vtrace.agents needs TF-Agents 0.19, which cannot be imported here "
+    "tf_vtrace.tf_agents needs TF-Agents 0.19, which cannot be imported here "
     "({error}). TF-Agents 0.19's declared pins conflict with TensorFlow 2.21, "
     "so install it without its dependencies and add the ones it really "
     "needs:\n"
@@ -264,7 +264,7 @@ class ImpalaAgent(tf_agent.TFAgent):
       >>> from tf_agents.networks import actor_distribution_network, value_network
       >>> from tf_agents.specs import tensor_spec
       >>> from tf_agents.trajectories import time_step as ts
-      >>> from tf_vtrace.agents import ImpalaAgent
+      >>> from tf_vtrace.tf_agents import ImpalaAgent
       >>> observation_spec = tf.TensorSpec([4], tf.float32)
       >>> action_spec = tensor_spec.BoundedTensorSpec((), tf.int64, 0, 1)
       >>> agent = ImpalaAgent(

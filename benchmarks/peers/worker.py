@@ -1,7 +1,7 @@
 """One implementation in its own process, driven by run_peers.py.
 
-    python benchmarks/worker.py MODULE NAME            # serve timing requests
-    python benchmarks/worker.py MODULE NAME --probe P  # first call + memory, then exit
+    python -m benchmarks.peers.worker MODULE NAME            # serve timing requests
+    python -m benchmarks.peers.worker MODULE NAME --probe P  # first call + memory, then exit
 
 MODULE is one of the impl_* modules (impl_tf, impl_jax, impl_torch, impl_numpy)
 and NAME the implementation inside it. Requests and replies are JSON lines on
@@ -15,11 +15,9 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import harness  # noqa: E402
+from benchmarks import harness
 
 
 def _protocol_stdout():
@@ -89,7 +87,7 @@ def main():
     module_name, name = sys.argv[1], sys.argv[2]
     replies = _protocol_stdout()
     import_start = time.perf_counter()
-    module = importlib.import_module(module_name)
+    module = importlib.import_module(f"benchmarks.peers.{module_name}")
     module.preload(name)  # library imports are not part of first-call latency
     import_s = time.perf_counter() - import_start
     if "--probe" in sys.argv:

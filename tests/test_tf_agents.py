@@ -1,4 +1,4 @@
-"""tf_vtrace.agents (TF-Agents) — every check runs in a process of its own.
+"""tf_vtrace.tf_agents (TF-Agents) — every check runs in a process of its own.
 
 TF-Agents needs `TF_USE_LEGACY_KERAS=1` set before TensorFlow is imported,
 and the setting holds for the whole process, so nothing here imports
@@ -56,11 +56,11 @@ WITHOUT_TF_AGENTS = textwrap.dedent("""
     sys.meta_path.insert(0, BlockTfAgents())
     import tf_vtrace  # the core works without TF-Agents
     try:
-        import tf_vtrace.agents
+        import tf_vtrace.tf_agents
     except ImportError as error:
         print("MESSAGE:", error)
     else:
-        raise SystemExit("tf_vtrace.agents imported without tf_agents")
+        raise SystemExit("tf_vtrace.tf_agents imported without tf_agents")
 """)
 
 
@@ -79,7 +79,7 @@ KERAS_3 = textwrap.dedent("""
     import tensorflow as tf
     from tf_agents.specs import tensor_spec
     from tf_agents.trajectories import time_step as ts
-    from tf_vtrace.agents import ImpalaAgent
+    from tf_vtrace.tf_agents import ImpalaAgent
     assert not tf.keras.layers.Layer.__module__.startswith("tf_keras")
     try:
         ImpalaAgent(ts.time_step_spec(tf.TensorSpec([4])),

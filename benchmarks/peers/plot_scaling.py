@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/
 RESULTS = os.path.join(BENCH_DIR, "results", "peers.json")
 OUTPUT = os.path.join(os.path.dirname(BENCH_DIR), "docs", "performance_scaling.png")
 

@@ -3,38 +3,36 @@
 Not part of `make bench`; run it to see which formulation of the backward
 recursion  x_t = delta_t + gamma_t * c_t * x_{t+1}  is cheapest on this machine:
 
-    .venv/bin/python benchmarks/scan_variants.py [--quick]
+    .venv/bin/python -m benchmarks.experiments.scan_variants [--quick]
 
 Every variant is wrapped in the same `tf.function(jit_compile=True)` and
-compared with the fused no-recursion floor from tf_impls.
+compared with the fused no-recursion floor from tf_baselines.
 """
 
 import argparse
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import harness  # noqa: E402
-import tf_impls  # noqa: E402
+from benchmarks import harness  # noqa: E402
+from benchmarks import tf_baselines  # noqa: E402
 
 
 def _recursion_inputs(log_rhos, discounts, rewards, values, bootstrap_value):
     rhos = tf.exp(log_rhos)
-    values_tp1 = tf_impls._shift_in_bootstrap(values, bootstrap_value)
-    deltas = tf.minimum(tf_impls.RHO_BAR, rhos) * (rewards + discounts * values_tp1 - values)
-    decays = discounts * tf.minimum(tf_impls.C_BAR, rhos)  # gamma_t * c_t
+    values_tp1 = tf_baselines._shift_in_bootstrap(values, bootstrap_value)
+    deltas = tf.minimum(tf_baselines.RHO_BAR, rhos) * (rewards + discounts * values_tp1 - values)
+    decays = discounts * tf.minimum(tf_baselines.C_BAR, rhos)  # gamma_t * c_t
     return rhos, deltas, decays
 
 
 def _finish(rhos, vs_minus_values, discounts, rewards, values, bootstrap_value):
     vs = vs_minus_values + values
-    vs_tp1 = tf_impls._shift_in_bootstrap(vs, bootstrap_value)
-    pg_advantages = tf.minimum(tf_impls.PG_RHO_BAR, rhos) * (rewards + discounts * vs_tp1 - values)
+    vs_tp1 = tf_baselines._shift_in_bootstrap(vs, bootstrap_value)
+    pg_advantages = tf.minimum(tf_baselines.PG_RHO_BAR, rhos) * (rewards + discounts * vs_tp1 - values)
     return vs, pg_advantages
 
 
@@ -157,7 +155,7 @@ def main():
         T, B = map(int, shape.split("x"))
         inputs = harness.load_inputs(T, B)
         tensors = [tf.constant(inputs[k]) for k in harness.INPUT_KEYS[:5]]
-        functions = {"floor (fused, no recursion)": tf_impls.floor_pass, **VARIANTS}
+        functions = {"floor (fused, no recursion)": tf_baselines.floor_pass, **VARIANTS}
         if T > 200:  # unrolling compiles T fusions: ~20 s at T=100, GBs of RAM at T=1000
             functions.pop("xla unrolled (static T)")
         compiled = {name: tf.function(fn, jit_compile=True) for name, fn in functions.items()}

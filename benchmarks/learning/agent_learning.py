@@ -5,8 +5,8 @@ by `python -m tf_vtrace.agent evaluate` of its SavedModel (greedy and sampled,
 20 episodes each) in fresh processes. Results go to a JSON file; `--ablation`
 also draws the figure.
 
-    python benchmarks/agent_learning.py seeds --seeds 0 1 2          # make learn-full
-    python benchmarks/agent_learning.py ablation --seeds 0 1 2       # make ablation
+    python -m benchmarks.learning.agent_learning seeds --seeds 0 1 2          # make learn-full
+    python -m benchmarks.learning.agent_learning ablation --seeds 0 1 2       # make ablation
 
 `seeds` trains CartPole-v1 with the default Config (500k env steps) and prints
 a markdown table per seed (eval returns, env steps, wall and CPU seconds).
@@ -26,10 +26,9 @@ import time
 
 import numpy as np
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from tf_vtrace.agent import recording
 
-from tf_vtrace.agent import recording  # noqa: E402
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _agent(*args):

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `make bench`: tf_vtrace against trfl, rlax, a PyTorch loop and a NumPy loop, in one run.
-# Creates the peer venvs on first use (pinned in benchmarks/requirements-*.txt),
-# then runs benchmarks/run_peers.py (every implementation in its own process)
+# Creates the peer venvs on first use (pinned in benchmarks/peers/requirements-*.txt),
+# then runs benchmarks/peers/run_peers.py (every implementation in its own process)
 # and draws docs/performance_scaling.png.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 PYTHON="${PYTHON:-python3}"
 MAIN_PY=.venv/bin/python
@@ -33,20 +33,20 @@ make_venv() {
 # absl, dm-tree, six, wrapt - already come with tensorflow-probability).
 make_tf_venv() {
   local dir=.venv-bench-tf
-  if [ ! -f "$dir/.bench-installed" ] || ! cmp -s "$dir/.bench-installed" benchmarks/requirements-tf.txt; then
+  if [ ! -f "$dir/.bench-installed" ] || ! cmp -s "$dir/.bench-installed" benchmarks/peers/requirements-tf.txt; then
     "$PYTHON" -m venv "$dir"
     local main_site peer_site
     main_site=$("$MAIN_PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     peer_site=$("$dir/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     echo "$main_site" > "$peer_site/main_venv.pth"
   fi
-  make_venv "$dir" benchmarks/requirements-tf.txt --no-deps
+  make_venv "$dir" benchmarks/peers/requirements-tf.txt --no-deps
 }
 
 make_tf_venv
-make_venv .venv-bench-jax benchmarks/requirements-jax.txt
-make_venv .venv-bench-torch benchmarks/requirements-torch.txt
+make_venv .venv-bench-jax benchmarks/peers/requirements-jax.txt
+make_venv .venv-bench-torch benchmarks/peers/requirements-torch.txt
 
 mkdir -p benchmarks/results
-"$MAIN_PY" benchmarks/run_peers.py "$@" | tee benchmarks/results/peers.txt
-.venv-bench-torch/bin/python benchmarks/plot_scaling.py
+"$MAIN_PY" -m benchmarks.peers.run_peers "$@" | tee benchmarks/results/peers.txt
+.venv-bench-torch/bin/python -m benchmarks.peers.plot_scaling

@@ -1,6 +1,6 @@
 """tf_vtrace against its peers, each in its own process and venv, in one run.
 
-    .venv/bin/python benchmarks/run_peers.py [--quick] [--base-only]   (run_all.sh makes the venvs)
+    .venv/bin/python -m benchmarks.peers.run_peers [--quick] [--base-only]   (run_all.sh makes the venvs)
 
 Prints, for every workload, the median µs per call of each implementation, its
 ratio to tf_vtrace and the max |difference| of its outputs from tf_vtrace's on
@@ -18,13 +18,11 @@ import subprocess
 import sys
 import time
 
-BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_ROOT = os.path.dirname(BENCH_DIR)
-sys.path.insert(0, BENCH_DIR)
+import numpy as np
 
-import numpy as np  # noqa: E402
+from benchmarks import harness
 
-import harness  # noqa: E402
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # name -> (venv under the repo root, impl module). The first six run every
 # case, the scaling runs and the fresh-process probes.
@@ -72,7 +70,8 @@ def _python(name):
 
 def _worker_command(name, *extra):
     module = IMPLEMENTATIONS[name][1]
-    return [_python(name), os.path.join(BENCH_DIR, "worker.py"), module, name, *extra]
+    # Run as a module from the checkout root (cwd=REPO_ROOT), as every benchmark is.
+    return [_python(name), "-m", "benchmarks.peers.worker", module, name, *extra]
 
 
 class WorkerProcess:

@@ -1,6 +1,6 @@
 """Experiment: where an eager tf_vtrace.from_importance_weights call spends its time.
 
-    .venv/bin/python benchmarks/dispatch_overhead.py [--quick]
+    .venv/bin/python -m benchmarks.experiments.dispatch_overhead [--quick]
 
 Peels the call layer by layer at T=100, B=256 (median µs per call): the
 public eager call; the same inside a user's tf.function(jit_compile=True) and
@@ -13,16 +13,11 @@ cost of dispatching to XLA); one eager op.
 Uses only public APIs, so it keeps working while tf_vtrace's internals change.
 """
 
-import os
-import sys
+import tensorflow as tf
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import tensorflow as tf  # noqa: E402
-
-import harness  # noqa: E402
-import impl_tf  # noqa: E402
-import tf_impls  # noqa: E402
+from benchmarks import harness
+from benchmarks import tf_baselines
+from benchmarks.peers import impl_tf
 
 
 def _jit_and_concrete(fn, tensors):
@@ -38,7 +33,7 @@ def layered_calls(tensors):
         return tuple(tf_vtrace.from_importance_weights(*args))
 
     user_fn, user_concrete = _jit_and_concrete(vtrace_in_user_fn, tensors)
-    floor_fn, floor_concrete = _jit_and_concrete(tf_impls.floor_pass, tensors)
+    floor_fn, floor_concrete = _jit_and_concrete(tf_baselines.floor_pass, tensors)
     empty_fn, empty_concrete = _jit_and_concrete(lambda *args: args[0], tensors)
     plain_user_fn = tf.function(vtrace_in_user_fn)
     plain_empty_fn = tf.function(lambda *args: args[0])

@@ -1,0 +1,1 @@
+"""Experiments behind docs/performance.md: may use private names; not smoke-tested."""

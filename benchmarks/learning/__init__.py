@@ -1,0 +1,1 @@
+"""The learning runs behind the figures of docs/agent.md."""
