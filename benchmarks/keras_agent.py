@@ -4,8 +4,8 @@
 and writes its result, with the machine load before and after, to
 ``benchmarks/results/keras_agent_seed<S>.json``; `report` gathers those
 files into ``docs/keras_agent.json``, prints the markdown table and draws
-``docs/keras_agent.png`` (greedy return against env steps, one line per
-seed).
+``docs/keras_agent.png`` (the greedy return after each epoch and the mean
+return of the epoch's training episodes, against env steps, per seed).
 
     python benchmarks/keras_agent.py run --seed 0
     python benchmarks/keras_agent.py run --seed 1
@@ -47,13 +47,15 @@ def report():
     runs = [json.loads(p.read_text())
             for p in sorted(RESULTS.glob("keras_agent_seed*.json"))]
     (ROOT / "docs" / "keras_agent.json").write_text(json.dumps(runs, indent=1))
-    print("| seed | greedy return (20 ep.) | env steps | wall s | env steps/s "
-          "| mean policy lag | load before → after |")
-    print("|---|---|---|---|---|---|---|")
+    print("| seed | greedy, kept weights, new episodes | greedy, last epoch "
+          "| kept epoch | env steps | wall s | env steps/s | mean policy lag "
+          "| load before → after |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in runs:
-        print(f"| {r['seed']} | {r['greedy_return']:.1f} | {r['env_steps']} | "
-              f"{r['wall_s']:.0f} | {r['env_steps_per_s']} | "
-              f"{r['policy_lag']:.2f} | {r['load_before']} → {r['load_after']} |")
+        print(f"| {r['seed']} | {r['greedy_return']:.1f} | "
+              f"{r['last_epoch_greedy_return']:.1f} | {r['best_epoch']} | "
+              f"{r['env_steps']:,} | {r['wall_s']:.0f} | {r['env_steps_per_s']:,} "
+              f"| {r['policy_lag']:.2f} | {r['load_before']} → {r['load_after']} |")
     figure, axis = plt.subplots(figsize=(6, 3.5))
     for r in runs:
         steps = [s / 1000 for s in r["curve"]["env_steps"]]

@@ -5,7 +5,9 @@ puts each unroll of 20 steps, tagged with the version of those weights, in a
 bounded queue; `fit` reads the queue as a `tf.data.Dataset` and takes one
 Adam step per unroll on the V-trace loss. A callback hands the model's new
 weights to the actor after every batch, another evaluates the greedy policy
-(most likely action) after every epoch, and `keras.callbacks.TensorBoard`
+(most likely action) after every epoch and keeps the best epoch's weights
+(`keras.callbacks.EarlyStopping` with `restore_best_weights`, which are
+evaluated again on 20 new episodes at the end), and `keras.callbacks.TensorBoard`
 writes the loss, the `impala_metrics` and the actor's statistics (episode
 return, policy lag, env steps). Hyperparameters are those of the project's
 own pipeline (`tf_vtrace.agent.config.Config`): 500k env steps, lr 1e-3
@@ -32,7 +34,8 @@ from tf_vtrace.agent import envs, networks  # noqa: E402
 from tf_vtrace.agent.actor import LocalActor  # noqa: E402
 from tf_vtrace.agent.config import Config  # noqa: E402
 from tf_vtrace.keras import ImpalaLoss, impala_metrics  # noqa: E402
-from tf_vtrace.keras_training import ActorThread, SyncWeights  # noqa: E402
+from tf_vtrace.keras_training import (  # noqa: E402
+    ActorThread, SyncWeights, UnrollModel)
 
 
 @dataclasses.dataclass
@@ -45,28 +48,11 @@ class Args:
     entropy_cost: float = 0.01
     baseline_cost: float = 0.5
     max_grad_norm: float = 0.5
-    queue_capacity: int = 2          # unrolls waiting for fit
+    queue_capacity: int = 1          # unrolls waiting for fit
     sync_every: int = 1              # batches between weight hand-overs
     steps_per_epoch: int = 39        # updates per epoch (≈ 25k env steps)
     eval_episodes: int = 20
     logdir: str = None               # TensorBoard logs (None: none written)
-
-
-class UnrollModel(keras.Model):
-    """The network on all T + 1 observations of B unrolls at once:
-    [B, T + 1, 4] → logits and value packed [B, T + 1, A + 1], the `y_pred`
-    that `ImpalaLoss` reads (the last value bootstraps)."""
-
-    def __init__(self, network):
-        super().__init__()
-        self.network = network  # observations [N, 4] → logits [N, A], value [N]
-
-    def call(self, observations):
-        batch, steps = keras.ops.shape(observations)[0], keras.ops.shape(observations)[1]
-        flat = keras.ops.reshape(observations, (-1,) + tuple(observations.shape[2:]))
-        logits, value = self.network(flat)
-        packed = keras.ops.concatenate([logits, value[:, None]], axis=-1)
-        return keras.ops.reshape(packed, (batch, steps, packed.shape[-1]))
 
 
 def greedy_return(policy, env_id, episodes, seed=10_000):
@@ -110,7 +96,7 @@ def main(args=Args()):
     # The learner: one Adam step per unroll, on the V-trace loss.
     epochs = args.total_env_steps // config.steps_per_update // args.steps_per_epoch
     num_updates = epochs * args.steps_per_epoch
-    model = UnrollModel(network)
+    model = UnrollModel(network)  # [B, T + 1, 4] → [B, T + 1, A + 1]
     loss = ImpalaLoss(baseline_cost=args.baseline_cost,
                       entropy_cost=args.entropy_cost, reduction="mean")
     model.compile(
@@ -124,8 +110,14 @@ def main(args=Args()):
 
     start = time.time()
     with ActorThread(actor, num_updates, args.queue_capacity) as actor_thread:
-        callbacks = [SyncWeights(actor_thread, network, every=args.sync_every),
-                     GreedyEvaluation(network, config.env_id, args.eval_episodes)]
+        callbacks = [
+            SyncWeights(actor_thread, network, every=args.sync_every),
+            GreedyEvaluation(network, config.env_id, args.eval_episodes),
+            # Keep the weights of the best greedy evaluation (it never stops:
+            # patience is the whole run); Keras restores them at the end.
+            keras.callbacks.EarlyStopping(
+                "greedy_return", mode="max", patience=epochs,
+                restore_best_weights=True)]
         if args.logdir:
             callbacks.append(keras.callbacks.TensorBoard(args.logdir))
         history = model.fit(actor_thread.dataset(), epochs=epochs,
@@ -133,15 +125,22 @@ def main(args=Args()):
                             shuffle=False, callbacks=callbacks, verbose=2)
     wall_s = time.time() - start
     curve = history.history
+    # The kept weights on episodes of other seeds than the ones they won on.
+    greedy = greedy_return(tf.function(network, autograph=False),
+                           config.env_id, args.eval_episodes, seed=20_000)
     result = dict(
-        seed=args.seed, greedy_return=curve["greedy_return"][-1],
+        seed=args.seed, greedy_return=greedy,
+        last_epoch_greedy_return=curve["greedy_return"][-1],
+        best_epoch=int(np.argmax(curve["greedy_return"])) + 1,
         env_steps=int(curve["env_steps"][-1]), wall_s=round(wall_s, 1),
         env_steps_per_s=round(curve["env_steps"][-1] / wall_s),
         policy_lag=float(np.mean(curve["policy_lag"])),
         unused_unrolls=len(actor_thread.unused()),
         curve={k: curve[k] for k in ("env_steps", "greedy_return",
                                      "episode_return", "policy_lag")})
-    print(f"greedy return over {args.eval_episodes} episodes after "
+    print(f"greedy return over {args.eval_episodes} new episodes of the best "
+          f"epoch's weights ({result['best_epoch']} of {epochs}; the last "
+          f"epoch's: {result['last_epoch_greedy_return']:.1f}) after "
           f"{result['env_steps']} env steps: {result['greedy_return']:.1f} "
           f"({wall_s:.0f} s, {result['env_steps_per_s']} env steps/s, "
           f"mean policy lag {result['policy_lag']:.2f})")

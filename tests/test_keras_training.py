@@ -12,7 +12,7 @@ from tf_vtrace.agent.actor import LocalActor
 from tf_vtrace.agent.config import Config
 from tf_vtrace.keras import ImpalaLoss, unpack_targets
 from tf_vtrace.keras_training import (ActorError, ActorThread, SyncWeights,
-                                      unroll_to_batch)
+                                      UnrollModel, unroll_to_batch)
 
 B, T = 4, 5
 CONFIG = Config(num_envs=B, unroll_length=T, jit_compile=False)
@@ -32,20 +32,6 @@ class RecordingActor(LocalActor):
         unroll = super().collect()
         self.collected.append(unroll)
         return unroll
-
-
-class UnrollModel(keras.Model):
-    """The agent's network on [B, T + 1, 4], packed as `ImpalaLoss` reads it."""
-
-    def __init__(self, network):
-        super().__init__()
-        self.network = network
-
-    def call(self, observations):
-        flat = keras.ops.reshape(observations, (-1, 4))
-        logits, value = self.network(flat)
-        packed = keras.ops.concatenate([logits, value[:, None]], -1)
-        return keras.ops.reshape(packed, (-1, T + 1, 3))
 
 
 def _model():

@@ -9,6 +9,9 @@ The pieces of an IMPALA trainer built on `model.fit(loss=ImpalaLoss())`:
 * `ActorThread.dataset` is the `tf.data.Dataset` that `fit` reads: the
   unrolls in the order they were collected, packed by `unroll_to_batch` into
   (observations, `pack_targets` tensor);
+* `UnrollModel` wraps the network the actor acts with (observations →
+  logits, value) into the model `fit` trains: all T + 1 observations of B
+  unrolls at once, logits and value packed as `ImpalaLoss` reads them;
 * `SyncWeights` is the callback that hands the model's new weights to the
   actor every N batches, tagged with the learner version (optimizer steps),
   and adds the actor's statistics (env steps, episode returns, policy lag) to
@@ -32,7 +35,8 @@ import tensorflow as tf
 
 from tf_vtrace.keras import keras, pack_targets
 
-__all__ = ["ActorError", "ActorThread", "SyncWeights", "unroll_to_batch"]
+__all__ = ["ActorError", "ActorThread", "SyncWeights", "UnrollModel",
+           "unroll_to_batch"]
 
 # How often (seconds) a blocked put or get looks whether it should give up.
 _POLL_SECONDS = 0.1
@@ -68,6 +72,41 @@ def unroll_to_batch(unroll, head_sizes=None):
         truncated=batch_major(unroll["truncated"]),
         truncation_values=batch_major(unroll["truncation_values"]))
     return batch_major(unroll["observations"]), y_true.numpy()
+
+
+@keras.saving.register_keras_serializable(package="tf_vtrace")
+class UnrollModel(keras.Model):
+    """A per-observation network applied to all T + 1 observations of B
+    unrolls: [B, T + 1, ...] → logits and value packed [B, T + 1, ΣA + 1],
+    the `y_pred` that `ImpalaLoss` reads (the last value bootstraps).
+
+    Args:
+      network: A Keras model observations [N, ...] → (logits [N, ΣA],
+        value [N]), e.g. `tf_vtrace.agent.networks.build_network`'s; its
+        weights are the actor's (``network.get_weights()``).
+    """
+
+    def __init__(self, network, **kwargs):
+        super().__init__(**kwargs)
+        self.network = network
+
+    def call(self, observations):
+        shape = tf.shape(observations)
+        flat = tf.reshape(observations,
+                          tf.concat([[-1], shape[2:]], axis=0))
+        logits, value = self.network(flat)
+        packed = tf.concat([logits, value[:, None]], axis=-1)
+        return tf.reshape(packed, tf.stack([shape[0], shape[1],
+                                            packed.shape[-1]]))
+
+    def get_config(self):
+        return dict(super().get_config(),
+                    network=keras.saving.serialize_keras_object(self.network))
+
+    @classmethod
+    def from_config(cls, config):
+        network = keras.saving.deserialize_keras_object(config.pop("network"))
+        return cls(network, **config)
 
 
 class _Statistics:
@@ -192,8 +231,14 @@ class ActorThread:
         first = to_batch(self._peek())
         signature = tuple(tf.TensorSpec(a.shape, tf.as_dtype(a.dtype))
                           for a in first)
+        # tf.data would otherwise inject a prefetch that reads 2 unrolls
+        # ahead of `fit`: 2 more updates of policy lag, for no gain here.
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        options.experimental_optimization.inject_prefetch = False
         return tf.data.Dataset.from_generator(
-            lambda: self.unrolls(to_batch), output_signature=signature)
+            lambda: self.unrolls(to_batch),
+            output_signature=signature).with_options(options)
 
     def _peek(self):
         """The first unroll, waited for and kept for `_get` to return first."""
