@@ -82,7 +82,8 @@ class GreedyEvaluation(keras.callbacks.Callback):
                                               self.episodes)
 
 
-def main(args=Args()):
+def build(args):
+    """The actor, its network and the model `fit` trains (compiled)."""
     keras.utils.set_random_seed(args.seed)
     # The actor: B envs stepped in sync, actions sampled from its network.
     config = Config(num_envs=args.num_envs, unroll_length=args.unroll_length,
@@ -94,25 +95,35 @@ def main(args=Args()):
     actor.set_weights(network.get_weights(), version=0)
 
     # The learner: one Adam step per unroll, on the V-trace loss.
-    epochs = args.total_env_steps // config.steps_per_update // args.steps_per_epoch
-    num_updates = epochs * args.steps_per_epoch
     model = UnrollModel(network)  # [B, T + 1, 4] → [B, T + 1, A + 1]
     loss = ImpalaLoss(baseline_cost=args.baseline_cost,
                       entropy_cost=args.entropy_cost, reduction="mean")
     model.compile(
         keras.optimizers.Adam(
             keras.optimizers.schedules.PolynomialDecay(
-                args.learning_rate, num_updates, end_learning_rate=0.),
+                args.learning_rate, num_updates(args), end_learning_rate=0.),
             epsilon=1e-5, global_clipnorm=args.max_grad_norm),
         loss=loss,
         metrics=impala_metrics(loss, ["mean_rho", "rho_clipped_fraction",
                                       "entropy", "baseline_loss"]))
+    return actor, network, model
 
+
+def num_updates(args):
+    """Whole epochs of updates within `total_env_steps`, one per unroll."""
+    epochs = (args.total_env_steps // (args.num_envs * args.unroll_length)
+              // args.steps_per_epoch)
+    return epochs * args.steps_per_epoch
+
+
+def main(args=Args()):
+    actor, network, model = build(args)
+    epochs = num_updates(args) // args.steps_per_epoch
     start = time.time()
-    with ActorThread(actor, num_updates, args.queue_capacity) as actor_thread:
+    with ActorThread(actor, num_updates(args), args.queue_capacity) as actor_thread:
         callbacks = [
             SyncWeights(actor_thread, network, every=args.sync_every),
-            GreedyEvaluation(network, config.env_id, args.eval_episodes),
+            GreedyEvaluation(network, actor.config.env_id, args.eval_episodes),
             # Keep the weights of the best greedy evaluation (it never stops:
             # patience is the whole run); Keras restores them at the end.
             keras.callbacks.EarlyStopping(
@@ -123,13 +134,13 @@ def main(args=Args()):
         history = model.fit(actor_thread.dataset(), epochs=epochs,
                             steps_per_epoch=args.steps_per_epoch,
                             shuffle=False, callbacks=callbacks, verbose=2)
-    wall_s = time.time() - start
     curve = history.history
+    wall_s = time.time() - start
     # The kept weights on episodes of other seeds than the ones they won on.
-    greedy = greedy_return(tf.function(network, autograph=False),
-                           config.env_id, args.eval_episodes, seed=20_000)
     result = dict(
-        seed=args.seed, greedy_return=greedy,
+        seed=args.seed, greedy_return=greedy_return(
+            tf.function(network, autograph=False), actor.config.env_id,
+            args.eval_episodes, seed=20_000),
         last_epoch_greedy_return=curve["greedy_return"][-1],
         best_epoch=int(np.argmax(curve["greedy_return"])) + 1,
         env_steps=int(curve["env_steps"][-1]), wall_s=round(wall_s, 1),
