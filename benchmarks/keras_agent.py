@@ -59,10 +59,11 @@ def report():
     figure, axis = plt.subplots(figsize=(6, 3.5))
     for r in runs:
         steps = [s / 1000 for s in r["curve"]["env_steps"]]
-        axis.plot(steps, r["curve"]["greedy_return"], marker=".",
-                  label=f"seed {r['seed']}: greedy")
-        axis.plot(steps, r["curve"]["episode_return"], alpha=0.4,
-                  linestyle="--", label=f"seed {r['seed']}: training episodes")
+        line, = axis.plot(steps, r["curve"]["greedy_return"], marker=".",
+                          label=f"seed {r['seed']}: greedy")
+        axis.plot(steps, r["curve"]["episode_return"], alpha=0.5,
+                  linestyle="--", color=line.get_color(),
+                  label=f"seed {r['seed']}: training episodes")
     axis.axhline(475, color="grey", linewidth=0.8)
     axis.set(xlabel="env steps (thousands)", ylabel="return",
              title="examples/keras_fit.py on CartPole-v1")

@@ -13,8 +13,8 @@ return, policy lag, env steps). Hyperparameters are those of the project's
 own pipeline (`tf_vtrace.agent.config.Config`): 500k env steps, lr 1e-3
 decayed linearly to 0, entropy 0.01, baseline 0.5, gradient norm clipped to
 0.5. Keras 3 (the actor is `tf_vtrace.agent.actor.LocalActor`, a Keras 3
-network). About 6 minutes on two CPU cores; `--smoke` runs a few seconds of
-it (what `make test` checks):
+network). 3–6 minutes on two loaded CPU cores (docs/keras.md#measured);
+`--smoke` runs 6 updates of it (what `make test` checks):
 
     python examples/keras_fit.py --seed 0 --logdir runs/keras_fit
     tensorboard --logdir runs/keras_fit
