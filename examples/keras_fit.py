@@ -1,147 +1,176 @@
-"""Train a policy/value model on CartPole with `model.compile(loss=ImpalaLoss())`.
+"""An IMPALA agent for CartPole-v1 trained by `model.fit(loss=ImpalaLoss())`.
 
-1. A behaviour policy (uniformly random) plays CartPole; its unrolls are packed
-   with `tf_vtrace.keras.pack_targets` and the model is fit on them off-policy:
-   the V-trace loss goes down.
-2. A few IMPALA-style rounds: the actor acts with a copy of the model (so the
-   learner is a little off-policy), the learner fits on each fresh batch, and
-   the episode length goes up.
+An actor thread plays 32 CartPoles with the newest weights it was given and
+puts each unroll of 20 steps, tagged with the version of those weights, in a
+bounded queue; `fit` reads the queue as a `tf.data.Dataset` and takes one
+Adam step per unroll on the V-trace loss. A callback hands the model's new
+weights to the actor after every batch, another evaluates the greedy policy
+(most likely action) after every epoch and keeps the best epoch's weights
+(`keras.callbacks.EarlyStopping` with `restore_best_weights`, which are
+evaluated again on 20 new episodes at the end), and `keras.callbacks.TensorBoard`
+writes the loss, the `impala_metrics` and the actor's statistics (episode
+return, policy lag, env steps). Hyperparameters are those of the project's
+own pipeline (`tf_vtrace.agent.config.Config`): 500k env steps, lr 1e-3
+decayed linearly to 0, entropy 0.01, baseline 0.5, gradient norm clipped to
+0.5. Keras 3 (the actor is `tf_vtrace.agent.actor.LocalActor`, a Keras 3
+network). 3–6 minutes on two loaded CPU cores (docs/keras.md#measured);
+`--smoke` runs 6 updates of it (what `make test` checks):
 
-The environment is gymnasium's CartPole-v1 (rewards 1 per step, termination
-at |x| > 2.4 or |θ| > 12°, truncation at 500 steps). Runs in under a minute on
-two CPU cores; `--smoke` runs a few seconds' worth (what `make test` checks):
-
-    python examples/keras_fit.py
+    python examples/keras_fit.py --seed 0 --logdir runs/keras_fit
+    tensorboard --logdir runs/keras_fit
 """
+import argparse
+import dataclasses
 import os
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import gymnasium as gym  # noqa: E402
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tf_vtrace.keras import ImpalaLoss, impala_metrics, keras, pack_targets  # noqa: E402
-
-NUM_ENVS, UNROLL, NUM_ACTIONS, OBS_SIZE = 32, 20, 2, 4
-DISCOUNT, TIME_LIMIT = 0.99, 500
-ROUNDS = 30
-
-
-class CartPole:
-    """gymnasium's CartPole-v1, NUM_ENVS copies stepped in sync, auto-reset.
-
-    Same-step auto-reset: a finished episode's final observation comes back
-    in `info["final_obs"]` while `state` is already the next episode's start,
-    which is what truncation needs (V of the final state, not of the reset).
-    """
-
-    def __init__(self, num_envs, seed):
-        self.envs = gym.make_vec(
-            "CartPole-v1", num_envs=num_envs, vectorization_mode="sync",
-            vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
-        self.state, _ = self.envs.reset(seed=seed)
-        self.steps = np.zeros(num_envs, int)
-        self.finished = []  # lengths of finished episodes
-
-    def step(self, actions):
-        """Returns reward, terminated, truncated, the final observation."""
-        self.state, reward, terminated, truncated, info = self.envs.step(actions)
-        final = self.state.copy()
-        done = terminated | truncated
-        for i in np.flatnonzero(done):
-            final[i] = info["final_obs"][i]
-        self.steps += 1
-        self.finished += list(self.steps[done])
-        self.steps[done] = 0
-        return reward, terminated, truncated, final
+from tf_vtrace.agent import envs, networks  # noqa: E402
+from tf_vtrace.agent.actor import LocalActor  # noqa: E402
+from tf_vtrace.agent.config import Config  # noqa: E402
+from tf_vtrace.keras import ImpalaLoss, impala_metrics  # noqa: E402
+from tf_vtrace.keras_training import (  # noqa: E402
+    ActorThread, SyncWeights, UnrollModel)
 
 
-def build_model():
-    """Observations [B, T + 1, 4] -> logits and value, packed [B, T + 1, 3]."""
-    obs = keras.Input((None, OBS_SIZE))
-    hidden = keras.layers.Dense(64, activation="tanh")(obs)
-    hidden = keras.layers.Dense(64, activation="tanh")(hidden)
-    logits = keras.layers.Dense(NUM_ACTIONS)(hidden)
-    value = keras.layers.Dense(1)(hidden)
-    return keras.Model(obs, keras.layers.Concatenate()([logits, value]))
+@dataclasses.dataclass
+class Args:
+    seed: int = 0
+    total_env_steps: int = 500_000   # an upper bound: whole epochs only
+    num_envs: int = 32               # B
+    unroll_length: int = 20          # T
+    learning_rate: float = 1e-3      # decayed linearly to 0
+    entropy_cost: float = 0.01
+    baseline_cost: float = 0.5
+    max_grad_norm: float = 0.5
+    queue_capacity: int = 1          # unrolls waiting for fit
+    sync_every: int = 1              # batches between weight hand-overs
+    steps_per_epoch: int = 39        # updates per epoch (≈ 25k env steps)
+    eval_episodes: int = 20
+    logdir: str = None               # TensorBoard logs (None: none written)
 
 
-def rollout(env, actor, rng):
-    """One unroll per env: observations [B, T + 1], packed targets [B, T]."""
-    obs, logits, actions, rewards, discounts = [env.state.copy()], [], [], [], []
-    truncated, final_obs = [], []
-    for _ in range(UNROLL):
-        if actor is None:  # the uniformly random behaviour policy
-            step_logits = np.zeros((NUM_ENVS, NUM_ACTIONS))
-        else:
-            step_logits = actor(obs[-1][:, None].astype(np.float32))[:, 0, :-1].numpy()
-        probs = np.exp(step_logits - step_logits.max(-1, keepdims=True))
-        probs /= probs.sum(-1, keepdims=True)
-        action = (rng.random(NUM_ENVS) < probs[:, 1]).astype(int)
-        reward, term, trunc, final = env.step(action)
-        logits.append(step_logits)
-        actions.append(action)
-        rewards.append(reward)
-        discounts.append(DISCOUNT * ~term)
-        truncated.append(trunc)
-        final_obs.append(final)
-        obs.append(env.state.copy())
-    swap = lambda x: np.swapaxes(np.asarray(x, np.float32), 0, 1)  # noqa: E731
-    truncated, final_obs = swap(truncated), swap(final_obs)
-    # V(x_{t+1}) of a time-limited episode's own final state: it bootstraps the
-    # truncated step instead of the next episode's first observation.
-    truncation_values = np.zeros_like(truncated)
-    if truncated.any() and actor is not None:
-        values = actor(final_obs)[..., -1].numpy()
-        truncation_values = np.where(truncated > 0, values, 0.)
-    targets = pack_targets(
-        actions=swap(actions), rewards=swap(rewards), discounts=swap(discounts),
-        behaviour_policy_logits=swap(logits), truncated=truncated,
-        truncation_values=truncation_values)
-    return swap(obs), targets
+def greedy_return(policy, env_id, episodes, seed=10_000):
+    """Mean return of `episodes` episodes (one per env) acting by argmax."""
+    vector_env, observations = envs.make_vector_env(env_id, episodes, seed)
+    returns, running = np.zeros(episodes), np.ones(episodes, bool)
+    while running.any():
+        logits, _ = policy(observations.astype(np.float32))
+        observations, rewards, terminated, truncated, _ = vector_env.step(
+            np.argmax(logits.numpy(), axis=-1))
+        returns += np.where(running, rewards, 0.)
+        running &= ~(terminated | truncated)
+    vector_env.close()
+    return float(returns.mean())
 
 
-def main(epochs=15, rounds=ROUNDS):
-    keras.utils.set_random_seed(0)
-    rng = np.random.default_rng(0)
-    model = build_model()
-    loss = ImpalaLoss(entropy_cost=0.01, reduction="mean")
-    model.compile(keras.optimizers.Adam(3e-3), loss=loss,
-                  metrics=impala_metrics(loss, ["baseline_loss", "mean_rho",
-                                                "rho_clipped_fraction", "entropy"]))
+class GreedyEvaluation(keras.callbacks.Callback):
+    """Adds ``greedy_return`` to the epoch logs: the learning curve."""
 
-    # 1. Off-policy: fit on unrolls of the random behaviour policy.
-    env = CartPole(NUM_ENVS, seed=1)
-    batches = [rollout(env, None, rng) for _ in range(8)]
-    obs = np.concatenate([b[0] for b in batches])
-    targets = tf.concat([b[1] for b in batches], axis=0)
-    random_lengths = np.mean(env.finished)
-    history = model.fit(obs, targets, batch_size=NUM_ENVS, epochs=epochs, verbose=0)
-    losses = history.history["loss"]
-    print(f"random behaviour: mean episode length {random_lengths:.1f}")
-    print(f"V-trace loss on its unrolls: epoch 1 {losses[0]:.3f} -> "
-          f"epoch {len(losses)} {losses[-1]:.3f}; mean rho "
-          f"{history.history['mean_rho'][-1]:.2f}, clipped "
-          f"{history.history['rho_clipped_fraction'][-1]:.0%}")
+    def __init__(self, network, env_id, episodes):
+        super().__init__()
+        self.policy = tf.function(network, autograph=False)  # traced once
+        self.env_id, self.episodes = env_id, episodes
 
-    # 2. IMPALA-style: act with a lagged copy of the model, learn on each batch.
-    actor = build_model()
-    env = CartPole(NUM_ENVS, seed=2)
-    for round_ in range(rounds):
-        if round_ % 4 == 0:  # the actor's weights lag the learner's
-            actor.set_weights(model.get_weights())
-        model.fit(*rollout(env, actor, rng), batch_size=NUM_ENVS, epochs=1,
-                  verbose=0)
-    lengths = env.finished[-50:]
-    print(f"after {rounds} actor-learner rounds: mean episode length "
-          f"{np.mean(lengths):.1f} (random: {random_lengths:.1f})")
-    return losses, random_lengths, float(np.mean(lengths))
+    def on_epoch_end(self, epoch, logs=None):
+        logs["greedy_return"] = greedy_return(self.policy, self.env_id,
+                                              self.episodes)
+
+
+def build(args):
+    """The actor, its network and the model `fit` trains (compiled)."""
+    keras.utils.set_random_seed(args.seed)
+    # The actor: B envs stepped in sync, actions sampled from its network.
+    config = Config(num_envs=args.num_envs, unroll_length=args.unroll_length,
+                    seed=args.seed)
+    actor = LocalActor(config)
+    observation_space, action_space = envs.env_spaces(config.env_id)
+    network = networks.build_network(observation_space,
+                                     envs.head_sizes(action_space))
+    actor.set_weights(network.get_weights(), version=0)
+
+    # The learner: one Adam step per unroll, on the V-trace loss.
+    model = UnrollModel(network)  # [B, T + 1, 4] → [B, T + 1, A + 1]
+    loss = ImpalaLoss(baseline_cost=args.baseline_cost,
+                      entropy_cost=args.entropy_cost, reduction="mean")
+    model.compile(
+        keras.optimizers.Adam(
+            keras.optimizers.schedules.PolynomialDecay(
+                args.learning_rate, num_updates(args), end_learning_rate=0.),
+            epsilon=1e-5, global_clipnorm=args.max_grad_norm),
+        loss=loss,
+        metrics=impala_metrics(loss, ["mean_rho", "rho_clipped_fraction",
+                                      "entropy", "baseline_loss"]))
+    return actor, network, model
+
+
+def num_updates(args):
+    """Whole epochs of updates within `total_env_steps`, one per unroll."""
+    epochs = (args.total_env_steps // (args.num_envs * args.unroll_length)
+              // args.steps_per_epoch)
+    return epochs * args.steps_per_epoch
+
+
+def main(args=Args()):
+    actor, network, model = build(args)
+    epochs = num_updates(args) // args.steps_per_epoch
+    start = time.time()
+    with ActorThread(actor, num_updates(args), args.queue_capacity) as actor_thread:
+        callbacks = [
+            SyncWeights(actor_thread, network, every=args.sync_every),
+            GreedyEvaluation(network, actor.config.env_id, args.eval_episodes),
+            # Keep the weights of the best greedy evaluation (it never stops:
+            # patience is the whole run); Keras restores them at the end.
+            keras.callbacks.EarlyStopping(
+                "greedy_return", mode="max", patience=epochs,
+                restore_best_weights=True)]
+        if args.logdir:
+            callbacks.append(keras.callbacks.TensorBoard(args.logdir))
+        history = model.fit(actor_thread.dataset(), epochs=epochs,
+                            steps_per_epoch=args.steps_per_epoch,
+                            shuffle=False, callbacks=callbacks, verbose=2)
+    curve = history.history
+    wall_s = time.time() - start
+    # The kept weights on episodes of other seeds than the ones they won on.
+    result = dict(
+        seed=args.seed, greedy_return=greedy_return(
+            tf.function(network, autograph=False), actor.config.env_id,
+            args.eval_episodes, seed=20_000),
+        last_epoch_greedy_return=curve["greedy_return"][-1],
+        best_epoch=int(np.argmax(curve["greedy_return"])) + 1,
+        env_steps=int(curve["env_steps"][-1]), wall_s=round(wall_s, 1),
+        env_steps_per_s=round(curve["env_steps"][-1] / wall_s),
+        policy_lag=float(np.mean(curve["policy_lag"])),
+        unused_unrolls=len(actor_thread.unused()),
+        curve={k: curve[k] for k in ("env_steps", "greedy_return",
+                                     "episode_return", "policy_lag")})
+    print(f"greedy return over {args.eval_episodes} new episodes of the best "
+          f"epoch's weights ({result['best_epoch']} of {epochs}; the last "
+          f"epoch's: {result['last_epoch_greedy_return']:.1f}) after "
+          f"{result['env_steps']} env steps: {result['greedy_return']:.1f} "
+          f"({wall_s:.0f} s, {result['env_steps_per_s']} env steps/s, "
+          f"mean policy lag {result['policy_lag']:.2f})")
+    return result
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=Args.seed)
+    parser.add_argument("--logdir", default=None)
+    parser.add_argument("--smoke", action="store_true",
+                        help="2 epochs of 3 updates, 4 evaluation episodes")
+    flags = parser.parse_args()
+    if flags.smoke:
+        return Args(seed=flags.seed, logdir=flags.logdir,
+                    total_env_steps=6 * Args.num_envs * Args.unroll_length,
+                    steps_per_epoch=3, eval_episodes=4)
+    return Args(seed=flags.seed, logdir=flags.logdir)
 
 
 if __name__ == "__main__":
-    import sys
-    if "--smoke" in sys.argv:
-        main(epochs=2, rounds=2)
-    else:
-        main()
+    main(parse_args())
