@@ -368,10 +368,9 @@ class ImpalaAgent(tf_agent.TFAgent):
         self._reward_scale_factor = reward_scale_factor
         self._gradient_clipping = gradient_clipping
         self._vtrace_options = _options.VTraceOptions(
-            pg_target=pg_target, clip_rho_threshold=clip_rho_threshold,
-            clip_pg_rho_threshold=clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
-            time_major=False)
+            # The hyperparameters in `_options.VTRACE_HYPERPARAMETERS` order.
+            pg_target, clip_rho_threshold, clip_pg_rho_threshold,
+            clip_c_threshold, lambda_, alpha_, time_major=False)
         self._costs = _options.LossCosts(
             baseline_cost=baseline_cost, entropy_cost=entropy_cost,
             kl_cost=kl_cost, reduction=reduction)

@@ -94,10 +94,9 @@ class VTraceModule(tf.Module):
         _checks.check_choice(reduction, "reduction", impala.REDUCTIONS)
         _checks.check_choice(pg_target, "pg_target", impala.PG_TARGETS)
         self._vtrace_options = _options.VTraceOptions(
-            pg_target=pg_target, clip_rho_threshold=clip_rho_threshold,
-            clip_pg_rho_threshold=clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
-            jit_compile=jit_compile)
+            # The hyperparameters in `_options.VTRACE_HYPERPARAMETERS` order.
+            pg_target, clip_rho_threshold, clip_pg_rho_threshold,
+            clip_c_threshold, lambda_, alpha_, jit_compile=jit_compile)
         self._costs = _options.LossCosts(
             baseline_cost=baseline_cost, entropy_cost=entropy_cost,
             kl_cost=kl_cost, reduction=reduction,
@@ -109,10 +108,11 @@ class VTraceModule(tf.Module):
                        actions, discounts, rewards, values, bootstrap_value,
                        mask, truncated, truncation_values):
         """Returns a dict: ``vs``, ``pg_advantages``, ``log_rhos`` [T, B]."""
-        targets = impala.vtrace_targets(
+        inputs = _options.LossInputs(
             behaviour_policy_logits, target_policy_logits, actions, discounts,
-            rewards, values, bootstrap_value, mask=mask, truncated=truncated,
-            truncation_values=truncation_values, **self._vtrace_options._asdict())
+            rewards, values, bootstrap_value, mask, truncated, truncation_values)
+        targets = impala.vtrace_targets(
+            **inputs._asdict(), **self._vtrace_options._asdict())
         return {"vs": targets.vs, "pg_advantages": targets.pg_advantages,
                 "log_rhos": targets.log_rhos}
 
@@ -121,11 +121,12 @@ class VTraceModule(tf.Module):
              discounts, rewards, values, bootstrap_value, mask, truncated,
              truncation_values):
         """Returns a dict: ``loss`` and the diagnostics of `impala_loss`."""
-        loss, diagnostics = impala.impala_loss(
+        inputs = _options.LossInputs(
             behaviour_policy_logits, target_policy_logits, actions, discounts,
-            rewards, values, bootstrap_value, mask=mask, truncated=truncated,
-            truncation_values=truncation_values,
-            **self._vtrace_options._asdict(), **self._costs._asdict())
+            rewards, values, bootstrap_value, mask, truncated, truncation_values)
+        loss, diagnostics = impala.impala_loss(
+            **inputs._asdict(), **self._vtrace_options._asdict(),
+            **self._costs._asdict())
         return dict(diagnostics, loss=loss)
 
     def signatures(self):

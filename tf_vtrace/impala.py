@@ -22,6 +22,10 @@ This module extends the core (`tf_vtrace.vtrace`) with what a learner needs
 beyond the recursion: a padding mask, episode truncation, the choice of the
 policy-gradient target for λ < 1, and the loss terms. It calls the core for the
 recursion itself and never duplicates it.
+
+Its private helpers have homes of their own: the records the options and
+inputs travel in (`_options`), the padding and truncation rewrite
+(`_masking`) and the loss as one compiled XLA call (`_fused`).
 """
 
 import collections
@@ -352,14 +356,11 @@ def vtrace_targets(behaviour_policy_logits,
     """
     inputs = _options.LossInputs(
         behaviour_policy_logits, target_policy_logits, actions, discounts,
-        rewards, values, bootstrap_value, mask=mask, truncated=truncated,
-        truncation_values=truncation_values,
-        behaviour_action_log_probs=behaviour_action_log_probs)
+        rewards, values, bootstrap_value, mask, truncated, truncation_values,
+        behaviour_action_log_probs)
     options = _options.VTraceOptions(
-        pg_target=pg_target, dist_class=dist_class, model=model,
-        clip_rho_threshold=clip_rho_threshold,
-        clip_pg_rho_threshold=clip_pg_rho_threshold,
-        clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
+        pg_target, clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold,
+        lambda_, alpha_, dist_class=dist_class, model=model,
         time_major=time_major, jit_compile=jit_compile, scan=scan,
         validate_args=validate_args)
     with tf.name_scope(name or "vtrace_targets"):
@@ -630,14 +631,11 @@ def impala_loss(behaviour_policy_logits,
     """
     inputs = _options.LossInputs(
         behaviour_policy_logits, target_policy_logits, actions, discounts,
-        rewards, values, bootstrap_value, mask=mask, truncated=truncated,
-        truncation_values=truncation_values,
-        behaviour_action_log_probs=behaviour_action_log_probs)
+        rewards, values, bootstrap_value, mask, truncated, truncation_values,
+        behaviour_action_log_probs)
     options = _options.VTraceOptions(
-        pg_target=pg_target, dist_class=dist_class, model=model,
-        clip_rho_threshold=clip_rho_threshold,
-        clip_pg_rho_threshold=clip_pg_rho_threshold,
-        clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
+        pg_target, clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold,
+        lambda_, alpha_, dist_class=dist_class, model=model,
         time_major=time_major, jit_compile=jit_compile, scan=scan,
         validate_args=validate_args)
     costs = _options.LossCosts(

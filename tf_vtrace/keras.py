@@ -283,9 +283,9 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
         if isinstance(dist_class, (str, dict)):
             dist_class = keras.saving.deserialize_keras_object(dist_class)
         self._store_vtrace_options(_options.VTraceOptions(
-            pg_target=pg_target, clip_rho_threshold=clip_rho_threshold,
-            clip_pg_rho_threshold=clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
+            # The hyperparameters in `_options.VTRACE_HYPERPARAMETERS` order.
+            pg_target, clip_rho_threshold, clip_pg_rho_threshold,
+            clip_c_threshold, lambda_, alpha_,
             dist_class=dist_class, time_major=False, jit_compile=jit_compile))
         self.baseline_cost = baseline_cost
         self.entropy_cost = entropy_cost
@@ -459,9 +459,9 @@ class VTrace(_VTraceOptionsOwner, keras.layers.Layer):
                  time_major=False, jit_compile=True, alpha_=1.0, **kwargs):
         super().__init__(**kwargs)
         self._store_vtrace_options(_options.VTraceOptions(
-            pg_target=pg_target, clip_rho_threshold=clip_rho_threshold,
-            clip_pg_rho_threshold=clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
+            # The hyperparameters in `_options.VTRACE_HYPERPARAMETERS` order.
+            pg_target, clip_rho_threshold, clip_pg_rho_threshold,
+            clip_c_threshold, lambda_, alpha_,
             time_major=time_major, jit_compile=jit_compile))
 
     @property

@@ -151,10 +151,18 @@ def _reverse_discounted_sum(deltas, decays, scan):
     return _sequential_reverse_discounted_sum(deltas, decays)
 
 
+# λ, ρ̄, ρ̄_pg, c̄ and α as the kernel takes them: Python numbers (compiled in)
+# or tensors (inputs of the compiled function); see `_concrete_kernel`.
+_Hyperparameters = collections.namedtuple(
+    "_Hyperparameters", ["lambda_", "clip_rho_threshold", "clip_pg_rho_threshold",
+                         "clip_c_threshold", "alpha_"])
+
+
 def _vtrace_time_major(log_rhos, discounts, rewards, values, bootstrap_value,
-                       lambda_, clip_rho_threshold, clip_pg_rho_threshold,
-                       clip_c_threshold, alpha_, scan="sequential"):
+                       hyperparameters, scan="sequential"):
     """V-trace on time-major tensors of one dtype; see the module docstring."""
+    (lambda_, clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold,
+     alpha_) = hyperparameters
     clipped_rhos = _tensors.clipped_ratio(log_rhos, clip_rho_threshold, alpha_)
     # λ may be a scalar or per-step; broadcasting pins the traces' shape even
     # when the trace was generalized over λ's rank.
@@ -172,8 +180,7 @@ def _vtrace_time_major(log_rhos, discounts, rewards, values, bootstrap_value,
 
 
 def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
-                   lambda_, clip_rho_threshold, clip_pg_rho_threshold,
-                   clip_c_threshold, alpha_, time_major, scan="sequential"):
+                   hyperparameters, time_major, scan="sequential"):
     """`_vtrace_time_major` in the caller's layout and dtype.
 
     The layout and dtype plumbing lives inside the compiled function too, so
@@ -186,13 +193,12 @@ def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
         tensor = tf.cast(tensor, compute_dtype)
         return _tensors.to_time_major(tensor, time_major) if is_sequence else tensor
 
-    if tf.is_tensor(lambda_):
-        lambda_ = prepare(lambda_)
+    if tf.is_tensor(hyperparameters.lambda_):
+        hyperparameters = hyperparameters._replace(
+            lambda_=prepare(hyperparameters.lambda_))
     vs, pg_advantages = _vtrace_time_major(
         prepare(log_rhos), prepare(discounts), prepare(rewards), prepare(values),
-        prepare(bootstrap_value, is_sequence=False), lambda_,
-        clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold, alpha_,
-        scan)
+        prepare(bootstrap_value, is_sequence=False), hyperparameters, scan)
     return (tf.cast(_tensors.to_time_major(vs, time_major), dtype),
             tf.cast(_tensors.to_time_major(pg_advantages, time_major), dtype))
 
@@ -225,7 +231,7 @@ def _concrete_kernel(jit_compile, time_major, dtype, rank, hyperparameter_keys,
         for slot, tensor in zip(tensor_slots, tensor_hyperparameters):
             hyperparameters[slot] = tensor
         return _vtrace_kernel(log_rhos, discounts, rewards, values,
-                              bootstrap_value, *hyperparameters,
+                              bootstrap_value, _Hyperparameters(*hyperparameters),
                               time_major=time_major, scan=scan)
 
     sequence = tf.TensorSpec([None] * rank, dtype)
