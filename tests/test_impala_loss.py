@@ -372,7 +372,7 @@ def test_masking_logits_selects_bit_for_bit(dtype):
     bitwise selection, not `tf.where` (docs/performance.md): the same bits
     (NaN, inf and −0 kept at valid steps, +0 at padded ones), and the same
     selection of the gradient, NaN upstream included."""
-    from tf_vtrace.impala import _where_valid
+    from tf_vtrace._masking import where_valid
 
     rng = np.random.default_rng(7)
     values = rng.normal(size=(5, 3, 4))
@@ -391,7 +391,7 @@ def test_masking_logits_selects_bit_for_bit(dtype):
 
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(logits)
-        selected = _where_valid(valid, logits)
+        selected = where_valid(valid, logits)
         expected = tf.where(valid[..., None], logits, tf.zeros_like(logits))
     np.testing.assert_array_equal(bits(selected), bits(expected))
     np.testing.assert_array_equal(

@@ -773,7 +773,7 @@ def test_alpha_one_is_todays_code_path():
                                       default.pg_advantages.numpy())
 
     def op_types(**kwargs):
-        graph = tf.function(lambda x: tf_vtrace.vtrace._clipped_ratio(
+        graph = tf.function(lambda x: tf_vtrace._tensors.clipped_ratio(
             x, 2.0, **kwargs)).get_concrete_function(batch["log_rhos"]).graph
         return [op.type for op in graph.get_operations()]
 

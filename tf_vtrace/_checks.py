@@ -18,6 +18,7 @@ import tensorflow as tf
 
 __all__ = [
     "HALF_DTYPES",
+    "check_choice",
     "to_float_tensor",
     "check_rank",
     "check_same_shape",
@@ -33,6 +34,7 @@ __all__ = [
     "legacy_keras_active",
 ]
 
+
 def legacy_keras_active():
     """True iff `tf.keras` is Keras 2 (tf_keras): TF_USE_LEGACY_KERAS=1 was set
     before TensorFlow was imported.
@@ -42,6 +44,12 @@ def legacy_keras_active():
     Keras.
     """
     return tf.keras.layers.Layer.__module__.startswith("tf_keras")
+
+
+def check_choice(value, name, choices):
+    """Raises unless `value` is one of `choices`, naming the argument `name`."""
+    if value not in choices:
+        raise ValueError(f"`{name}` must be one of {choices}, got {value!r}.")
 
 
 # Computed in float32 and returned in the input dtype: the recursion

@@ -22,6 +22,8 @@ import json
 
 import tensorflow as tf
 
+from tf_vtrace import _checks
+from tf_vtrace import _options
 from tf_vtrace import impala
 
 __all__ = ["VTraceModule", "export_policy", "split_heads"]
@@ -89,16 +91,15 @@ class VTraceModule(tf.Module):
                  clip_pg_rho_threshold=1.0, clip_c_threshold=1.0, lambda_=1.0,
                  jit_compile=True, name=None, alpha_=1.0):
         super().__init__(name=name)
-        impala._check_choice(reduction, "reduction", impala.REDUCTIONS)
-        impala._check_choice(pg_target, "pg_target", impala.PG_TARGETS)
-        self._vtrace_options = dict(
-            pg_target=pg_target, clip_rho_threshold=clip_rho_threshold,
-            clip_pg_rho_threshold=clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
-            jit_compile=jit_compile)
-        self._loss_options = dict(
-            self._vtrace_options, baseline_cost=baseline_cost,
-            entropy_cost=entropy_cost, kl_cost=kl_cost, reduction=reduction,
+        _checks.check_choice(reduction, "reduction", impala.REDUCTIONS)
+        _checks.check_choice(pg_target, "pg_target", impala.PG_TARGETS)
+        self._vtrace_options = _options.VTraceOptions(
+            # The hyperparameters in `_options.VTRACE_HYPERPARAMETERS` order.
+            pg_target, clip_rho_threshold, clip_pg_rho_threshold,
+            clip_c_threshold, lambda_, alpha_, jit_compile=jit_compile)
+        self._costs = _options.LossCosts(
+            baseline_cost=baseline_cost, entropy_cost=entropy_cost,
+            kl_cost=kl_cost, reduction=reduction,
             # A SavedModel is called outside any distribution strategy.
             cross_replica=False)
 
@@ -107,10 +108,11 @@ class VTraceModule(tf.Module):
                        actions, discounts, rewards, values, bootstrap_value,
                        mask, truncated, truncation_values):
         """Returns a dict: ``vs``, ``pg_advantages``, ``log_rhos`` [T, B]."""
-        targets = impala.vtrace_targets(
+        inputs = _options.LossInputs(
             behaviour_policy_logits, target_policy_logits, actions, discounts,
-            rewards, values, bootstrap_value, mask=mask, truncated=truncated,
-            truncation_values=truncation_values, **self._vtrace_options)
+            rewards, values, bootstrap_value, mask, truncated, truncation_values)
+        targets = impala.vtrace_targets(
+            **inputs._asdict(), **self._vtrace_options._asdict())
         return {"vs": targets.vs, "pg_advantages": targets.pg_advantages,
                 "log_rhos": targets.log_rhos}
 
@@ -119,10 +121,12 @@ class VTraceModule(tf.Module):
              discounts, rewards, values, bootstrap_value, mask, truncated,
              truncation_values):
         """Returns a dict: ``loss`` and the diagnostics of `impala_loss`."""
-        loss, diagnostics = impala.impala_loss(
+        inputs = _options.LossInputs(
             behaviour_policy_logits, target_policy_logits, actions, discounts,
-            rewards, values, bootstrap_value, mask=mask, truncated=truncated,
-            truncation_values=truncation_values, **self._loss_options)
+            rewards, values, bootstrap_value, mask, truncated, truncation_values)
+        loss, diagnostics = impala.impala_loss(
+            **inputs._asdict(), **self._vtrace_options._asdict(),
+            **self._costs._asdict())
         return dict(diagnostics, loss=loss)
 
     def signatures(self):

@@ -22,19 +22,23 @@ This module extends the core (`tf_vtrace.vtrace`) with what a learner needs
 beyond the recursion: a padding mask, episode truncation, the choice of the
 policy-gradient target for λ < 1, and the loss terms. It calls the core for the
 recursion itself and never duplicates it.
+
+Its private helpers have homes of their own: the records the options and
+inputs travel in (`_options`), the padding and truncation rewrite
+(`_masking`) and the loss as one compiled XLA call (`_fused`).
 """
 
 import collections
 import functools
-import inspect
 
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-# The compiled loss pauses the tape around its call (see `_fused_loss_sums`).
-from tensorflow.python.eager import record as _record
-
 from tf_vtrace import _checks
+from tf_vtrace import _fused
+from tf_vtrace import _masking
+from tf_vtrace import _options
+from tf_vtrace import _tensors
 from tf_vtrace import vtrace
 
 tfd = tfp.distributions
@@ -61,112 +65,7 @@ DIAGNOSTICS = (
 CLIPPED_LOG_RATIO_MARGIN = 1e-3
 
 
-def _check_choice(value, name, choices):
-    if value not in choices:
-        raise ValueError(f"`{name}` must be one of {choices}, got {value!r}.")
-
-
-# --- Masks and truncation ----------------------------------------------------
-
-
-def _expand_to_rank(mask, tensor):
-    """`mask` [T, B, ...] with trailing unit axes up to `tensor`'s rank."""
-    extra = tensor.shape.rank - mask.shape.rank
-    return tf.reshape(mask, tf.concat(
-        [tf.shape(mask), tf.ones([extra], tf.int32)], axis=0)) if extra else mask
-
-
-# The integer type of each float's bit pattern, for `_bitwise_where_valid`.
-_BITS = {tf.float16: tf.int16, tf.bfloat16: tf.int16, tf.float32: tf.int32,
-         tf.float64: tf.int64}
-
-
-def _bitwise_where_valid(valid, tensor):
-    """`tf.where(valid, tensor, 0)` for floats with more axes than `valid`.
-
-    The same selection as a bitwise AND of `tensor`'s bits with all ones
-    (valid) or all zeros (padding, giving +0.0), broadcast over the trailing
-    axes. XLA on CPU does not vectorize a fused loop whose select predicate
-    is broadcast along the minor axis (per-step mask over logits): the log-
-    softmax's exp then runs scalar, 2.4x slower, and the masked loss took 3x
-    the unmasked one (docs/performance.md). An integer broadcast vectorizes.
-    Bits are exact: NaN and inf stay where valid and vanish where not. The
-    gradient is the same selection of the upstream gradient.
-    """
-    bits = _BITS[tensor.dtype]
-    # −1 is all ones. (A select here would broadcast a predicate again.)
-    keep = _expand_to_rank(-tf.cast(valid, bits), tensor)
-
-    def select(value):
-        return tf.bitcast(tf.bitwise.bitwise_and(tf.bitcast(value, bits), keep),
-                          value.dtype)
-
-    @tf.custom_gradient
-    def where_valid(value):
-        return select(value), select
-
-    return where_valid(tensor)
-
-
-def _where_valid(valid, tensor):
-    """`tensor` where `valid`, zeros elsewhere (broadcast over trailing axes).
-
-    `tf.where`, not a product: padding may hold NaN or inf, and 0 · NaN = NaN
-    (in the gradient too) whereas `where` drops the unselected branch.
-    """
-    if tensor.shape.rank != valid.shape.rank and tensor.dtype in _BITS:
-        return _bitwise_where_valid(valid, tensor)
-    return tf.where(_expand_to_rank(valid, tensor), tensor, tf.zeros_like(tensor))
-
-
-def _as_bool(tensor, name, reference, time_major, validate_args):
-    """A bool [T, B, ...] tensor from a bool or numeric per-step input."""
-    tensor = tf.convert_to_tensor(tensor, name=name)
-    asserts = _checks.check_same_shape(tensor, name, reference, "values",
-                                       time_major, validate_args)
-    if tensor.dtype != tf.bool:
-        tensor = tf.not_equal(tensor, tf.zeros([], tensor.dtype))
-    return tensor, asserts
-
-
-def _values_read(valid):
-    """Where V(x_t) is read: step t is valid or step t − 1 is (as its next
-    value). The bootstrap V(x_T) is read iff the last step is valid."""
-    previous_valid = tf.concat([tf.zeros_like(valid[:1]), valid[:-1]], axis=0)
-    return tf.logical_or(valid, previous_valid), valid[-1]
-
-
-def _masked_inputs(log_rhos, discounts, rewards, values, bootstrap_value,
-                   lambda_, valid, truncated, truncation_values):
-    """Rewrites the time-major inputs so that the core's recursion
-
-    * stops at padding: a padded step gets log ρ = 0, γ = 0 and r = V(x_t), so
-      its TD error is exactly 0 and its trace is cut — nothing leaks across
-      it in either direction, and its vs equals its (sanitized) value;
-    * bootstraps a truncated episode from V(x_{t+1}) of its own final state:
-      a truncated step gets r' = r + γ·V_final and γ' = 0, so that
-      δ_t = ρ_t (r + γ V_final − V(x_t)) and A_t uses V_final too, while the
-      next trajectory's values (the following steps) are never read.
-
-    Values at padded steps are only kept where a valid step reads them as its
-    next value V(x_{t+1}) (the bootstrap of a shorter unroll); the others are
-    replaced by 0 so that garbage (NaN, inf) there cannot reach a valid step.
-    """
-    value_needed, bootstrap_needed = _values_read(valid)
-    values = _where_valid(value_needed, values)
-    bootstrap_value = tf.where(bootstrap_needed, bootstrap_value,
-                               tf.zeros_like(bootstrap_value))
-    truncated = tf.logical_and(truncated, valid)
-    final_values = tf.where(truncated, truncation_values,
-                            tf.zeros_like(truncation_values))
-    rewards = tf.where(truncated, rewards + discounts * final_values, rewards)
-    discounts = tf.where(truncated, tf.zeros_like(discounts), discounts)
-    log_rhos = _where_valid(valid, log_rhos)
-    rewards = tf.where(valid, rewards, values)
-    discounts = _where_valid(valid, discounts)
-    if lambda_.shape.rank:
-        lambda_ = _where_valid(valid, lambda_)
-    return log_rhos, discounts, rewards, values, bootstrap_value, lambda_
+# --- The policy-gradient target ----------------------------------------------
 
 
 def _lambda_return_advantages(vs, log_rhos, discounts, rewards, values,
@@ -181,11 +80,11 @@ def _lambda_return_advantages(vs, log_rhos, discounts, rewards, values,
     min(ρ̄_pg, ρ_t)). With λ = 1 it equals SEED RL's (the core's)
     r_t + γ_t vs_{t+1}.
     """
-    next_vs = vtrace._shift_in_bootstrap(vs, bootstrap_value)
-    next_values = vtrace._shift_in_bootstrap(values, bootstrap_value)
+    next_vs = _tensors.shift_in_bootstrap(vs, bootstrap_value)
+    next_values = _tensors.shift_in_bootstrap(values, bootstrap_value)
     next_target = lambda_ * next_vs + (1. - lambda_) * next_values
-    clipped_pg_rhos = vtrace._clipped_ratio(log_rhos, clip_pg_rho_threshold,
-                                            alpha_)
+    clipped_pg_rhos = _tensors.clipped_ratio(log_rhos, clip_pg_rho_threshold,
+                                             alpha_)
     return tf.stop_gradient(
         clipped_pg_rhos * (rewards + discounts * next_target - values))
 
@@ -212,8 +111,8 @@ class VTraceTargets(collections.namedtuple(
 
 
 def _prepare_heads(heads, name, valid):
-    return [_where_valid(valid, tf.convert_to_tensor(h, name=name))
-            for h in vtrace._as_head_list(heads, name)]
+    return [_masking.where_valid(valid, tf.convert_to_tensor(h, name=name))
+            for h in _tensors.as_head_list(heads, name)]
 
 
 def _upcast(value, name):
@@ -228,46 +127,59 @@ def _upcast(value, name):
     return tf.cast(tensor, tf.float32) if tensor.dtype in _checks.HALF_DTYPES else value
 
 
+def _upcast_inputs(inputs):
+    """`inputs` with half-precision values and data in float32 (`_upcast`)."""
+    return inputs._replace(**{
+        name: _upcast(getattr(inputs, name), name) for name in (
+            "values", "discounts", "rewards", "bootstrap_value",
+            "truncation_values")})
+
+
 def _to_compute(tensors, dtype):
     return [tf.cast(t, dtype) if t.dtype.is_floating and t.dtype != dtype else t
             for t in tensors]
 
 
-def _step_flags(mask, truncated, truncation_values, values, time_major,
-                validate_args):
+def _step_flags(inputs, values, options):
     """The checked, time-major `valid` and `truncated` masks and final values."""
+    time_major, validate_args = options.time_major, options.validate_args
     asserts = []
-    if mask is None:
+    if inputs.mask is None:
         valid = tf.ones_like(values, tf.bool)
     else:
-        valid, mask_asserts = _as_bool(mask, "mask", values, time_major,
-                                       validate_args)
+        valid, mask_asserts = _masking.as_bool(inputs.mask, "mask", values,
+                                               time_major, validate_args)
         asserts += mask_asserts
-    if truncated is None:
+    if inputs.truncated is None:
         truncated = tf.zeros_like(values, tf.bool)
         truncation_values = tf.zeros_like(values)
     else:
-        truncated, trunc_asserts = _as_bool(
-            truncated, "truncated", values, time_major, validate_args)
+        truncated, trunc_asserts = _masking.as_bool(
+            inputs.truncated, "truncated", values, time_major, validate_args)
         asserts += trunc_asserts
-        if truncation_values is None:
+        if inputs.truncation_values is None:
             raise ValueError(
                 "`truncation_values` is required with `truncated`: V(x_{t+1}) "
                 "of each truncated episode's final observation, [T, B, ...].")
         truncation_values = _checks.to_float_tensor(
-            truncation_values, "truncation_values", values.dtype)
+            inputs.truncation_values, "truncation_values", values.dtype)
         asserts += _checks.check_same_shape(
             truncation_values, "truncation_values", values, "values",
             time_major, validate_args)
-    flags = [vtrace._to_time_major(t, time_major)
+    flags = [_tensors.to_time_major(t, time_major)
              for t in (valid, truncated, truncation_values)]
     return _checks.with_dependencies(asserts, flags)
 
 
-def _action_log_probs(behaviour_policy_logits, target_policy_logits, actions,
-                      behaviour_action_log_probs, valid, dtype, dist_class,
-                      model, validate_args):
-    """log π(a) (differentiable) and log μ(a) per head, in the caller's layout.
+# The masked policy parameters per head, in the caller's layout and the
+# compute dtype: what the log-probs were computed from, and what the loss
+# builds its distributions (entropy, KL) from. `behaviour` is None when the
+# caller passed `behaviour_action_log_probs`; it carries no gradient.
+_Heads = collections.namedtuple("_Heads", ["target", "behaviour"])
+
+
+def _action_log_probs(inputs, options, valid, dtype):
+    """log π(a) (differentiable) and log μ(a) per head, and their `_Heads`.
 
     Padded steps get zero logits and action 0 first, so the log-probs (and
     their gradients) are finite whatever the padding held. The log-probs are
@@ -277,17 +189,76 @@ def _action_log_probs(behaviour_policy_logits, target_policy_logits, actions,
     def heads(value, name):
         return _to_compute(_prepare_heads(value, name, valid), dtype)
 
-    action_heads = _prepare_heads(actions, "actions", valid)
-    target = vtrace.multi_log_probs_from_logits_and_actions(
-        heads(target_policy_logits, "target_policy_logits"), action_heads,
-        dist_class, model, validate_args=validate_args)
-    if behaviour_action_log_probs is None:
-        behaviour = vtrace.multi_log_probs_from_logits_and_actions(
-            heads(behaviour_policy_logits, "behaviour_policy_logits"),
-            action_heads, dist_class, model, validate_args=validate_args)
+    def log_probs(policy_heads):
+        return vtrace.multi_log_probs_from_logits_and_actions(
+            policy_heads, action_heads, options.dist_class, options.model,
+            validate_args=options.validate_args)
+
+    action_heads = _prepare_heads(inputs.actions, "actions", valid)
+    prepared = _Heads(heads(inputs.target_policy_logits, "target_policy_logits"),
+                      None)
+    if inputs.behaviour_action_log_probs is None:
+        prepared = prepared._replace(behaviour=[tf.stop_gradient(h) for h in heads(
+            inputs.behaviour_policy_logits, "behaviour_policy_logits")])
+        behaviour = log_probs(prepared.behaviour)
     else:
-        behaviour = heads(behaviour_action_log_probs, "behaviour_action_log_probs")
-    return target, [tf.stop_gradient(b) for b in behaviour]
+        behaviour = heads(inputs.behaviour_action_log_probs,
+                          "behaviour_action_log_probs")
+    return log_probs(prepared.target), [tf.stop_gradient(b) for b in behaviour], prepared
+
+
+def _time_major_sequences(inputs, values, options):
+    """γ, r, V, the bootstrap value and λ in `values`' dtype, time-major."""
+    discounts, rewards, bootstrap_value, lambda_ = (
+        _checks.to_float_tensor(x, n, values.dtype) for x, n in (
+            (inputs.discounts, "discounts"), (inputs.rewards, "rewards"),
+            (inputs.bootstrap_value, "bootstrap_value"),
+            (options.lambda_, "lambda_")))
+    tm = functools.partial(_tensors.to_time_major, time_major=options.time_major)
+    if lambda_.shape.rank:
+        lambda_ = tm(lambda_)
+    return tm(discounts), tm(rewards), tm(values), bootstrap_value, lambda_
+
+
+def _vtrace_returns(masked, options):
+    """vs and the policy-gradient advantages per `pg_target`, time-major."""
+    returns = vtrace.from_importance_weights(
+        *masked[:5], options.clip_rho_threshold, options.clip_pg_rho_threshold,
+        clip_c_threshold=options.clip_c_threshold, lambda_=masked[5],
+        alpha_=options.alpha_, time_major=True, jit_compile=options.jit_compile,
+        scan=options.scan, validate_args=options.validate_args)
+    if options.pg_target == "vs":
+        return returns.vs, returns.pg_advantages
+    # The core has checked the threshold already.
+    return returns.vs, _lambda_return_advantages(
+        returns.vs, *masked[:6], options.clip_pg_rho_threshold, options.alpha_)
+
+
+def _targets_and_heads(inputs, options):
+    """`VTraceTargets` from `LossInputs` and `VTraceOptions`, and the `_Heads`
+    their log-probs came from (prepared once, for the loss too)."""
+    _checks.check_choice(options.pg_target, "pg_target", PG_TARGETS)
+    inputs = _upcast_inputs(inputs)
+    values = _checks.to_float_tensor(inputs.values, "values")
+    # The same permutation maps [B, T, ...] to [T, B, ...] and back.
+    tm = functools.partial(_tensors.to_time_major, time_major=options.time_major)
+    valid, truncated, truncation_values = _step_flags(inputs, values, options)
+    valid_as_given = tm(valid)
+    target_log_probs, behaviour_log_probs, heads = _action_log_probs(
+        inputs, options, valid_as_given, values.dtype)
+    log_rhos = _masking.where_valid(valid_as_given, vtrace.get_log_rhos(
+        target_log_probs, behaviour_log_probs))
+    discounts, rewards, values, bootstrap_value, lambda_ = _time_major_sequences(
+        inputs, values, options)
+    masked = _masking.masked_inputs(
+        tf.stop_gradient(tm(log_rhos)), discounts, rewards, values,
+        bootstrap_value, lambda_, valid, truncated, truncation_values)
+    vs, pg_advantages = _vtrace_returns(masked, options)
+    targets = VTraceTargets(
+        vs=tm(vs), pg_advantages=tm(pg_advantages), log_rhos=log_rhos,
+        target_action_log_probs=target_log_probs,
+        behaviour_action_log_probs=behaviour_log_probs, valid=valid_as_given)
+    return targets, heads
 
 
 def vtrace_targets(behaviour_policy_logits,
@@ -383,59 +354,25 @@ def vtrace_targets(behaviour_policy_logits,
       >>> tuple(float(v) for v in out.vs[:, 0])  # the padded step adds nothing
       (2.0, 1.0, 0.0)
     """
-    _check_choice(pg_target, "pg_target", PG_TARGETS)
+    inputs = _options.LossInputs(
+        behaviour_policy_logits, target_policy_logits, actions, discounts,
+        rewards, values, bootstrap_value, mask, truncated, truncation_values,
+        behaviour_action_log_probs)
+    options = _options.VTraceOptions(
+        pg_target, clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold,
+        lambda_, alpha_, dist_class=dist_class, model=model,
+        time_major=time_major, jit_compile=jit_compile, scan=scan,
+        validate_args=validate_args)
     with tf.name_scope(name or "vtrace_targets"):
-        values = _checks.to_float_tensor(_upcast(values, "values"), "values")
-        dtype = values.dtype
-        discounts, rewards, bootstrap_value, truncation_values = (
-            _upcast(x, n) for x, n in (
-                (discounts, "discounts"), (rewards, "rewards"),
-                (bootstrap_value, "bootstrap_value"),
-                (truncation_values, "truncation_values")))
-        # The same permutation maps [B, T, ...] to [T, B, ...] and back.
-        tm = lambda t: vtrace._to_time_major(t, time_major)  # noqa: E731
-        valid, truncated, truncation_values = _step_flags(
-            mask, truncated, truncation_values, values, time_major, validate_args)
-        valid_as_given = tm(valid)
-        target_log_probs, behaviour_log_probs = _action_log_probs(
-            behaviour_policy_logits, target_policy_logits, actions,
-            behaviour_action_log_probs, valid_as_given, dtype, dist_class, model,
-            validate_args)
-        log_rhos = _where_valid(valid_as_given, vtrace.get_log_rhos(
-            target_log_probs, behaviour_log_probs))
-
-        inputs = [
-            _checks.to_float_tensor(x, n, values.dtype) for x, n in (
-                (discounts, "discounts"), (rewards, "rewards"),
-                (bootstrap_value, "bootstrap_value"), (lambda_, "lambda_"))]
-        discounts_, rewards_, bootstrap_, lambda_ = inputs
-        discounts_, rewards_, values_ = tm(discounts_), tm(rewards_), tm(values)
-        if lambda_.shape.rank:
-            lambda_ = tm(lambda_)
-        masked = _masked_inputs(
-            tf.stop_gradient(tm(log_rhos)), discounts_, rewards_, values_, bootstrap_,
-            lambda_, valid, truncated, truncation_values)
-        returns = vtrace.from_importance_weights(
-            *masked[:5], clip_rho_threshold, clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=masked[5], alpha_=alpha_,
-            time_major=True, jit_compile=jit_compile, scan=scan,
-            validate_args=validate_args)
-        pg_advantages = returns.pg_advantages
-        if pg_target == "lambda_returns":
-            # The core has checked the threshold already.
-            pg_advantages = _lambda_return_advantages(
-                returns.vs, *masked[:6], clip_pg_rho_threshold, alpha_)
-        return VTraceTargets(
-            vs=tm(returns.vs), pg_advantages=tm(pg_advantages),
-            log_rhos=log_rhos, target_action_log_probs=target_log_probs,
-            behaviour_action_log_probs=behaviour_log_probs, valid=valid_as_given)
+        return _targets_and_heads(inputs, options)[0]
 
 
 # --- The loss ----------------------------------------------------------------
 
 
-def _distributions(heads, dist_class, model):
-    return [vtrace._make_distribution(h, dist_class, model) for h in heads]
+def _distributions(heads, options):
+    return [_tensors.make_distribution(h, options.dist_class, options.model)
+            for h in heads]
 
 
 def _entropy(target_dists, target_log_probs):
@@ -509,10 +446,20 @@ def _denominator(reduction, counts, cross_replica):
     return tf.maximum(_global_sum(counts[reduction], cross_replica), 1.)
 
 
-def _diagnostics(targets, entropy, kl, valid_float, thresholds):
+def _per_step_terms(targets, values, entropy, kl, costs):
+    """The weighted loss terms ℓ_t of `impala_loss`, per step."""
+    return {
+        "policy_loss": -tf.add_n(targets.target_action_log_probs)
+                       * targets.pg_advantages,
+        "baseline_loss": costs.baseline_cost * 0.5 * tf.square(targets.vs - values),
+        "entropy_loss": -_weighted(costs.entropy_cost, entropy, targets.vs),
+        "kl_loss": _weighted(costs.kl_cost, kl, targets.vs),
+    }
+
+
+def _diagnostics(targets, entropy, kl, valid_float, options):
     """Masked means of the V-trace and policy statistics (local batch)."""
     log_rhos = tf.stop_gradient(targets.log_rhos)
-    rho_threshold, c_threshold = thresholds
 
     def clipped_fraction(threshold):
         if threshold is None:
@@ -524,189 +471,41 @@ def _diagnostics(targets, entropy, kl, valid_float, thresholds):
 
     return {
         "mean_rho": _masked_mean(tf.exp(log_rhos), valid_float),
-        "rho_clipped_fraction": clipped_fraction(rho_threshold),
-        "c_clipped_fraction": clipped_fraction(c_threshold),
+        "rho_clipped_fraction": clipped_fraction(options.clip_rho_threshold),
+        "c_clipped_fraction": clipped_fraction(options.clip_c_threshold),
         "entropy": _masked_mean(tf.stop_gradient(entropy), valid_float),
         "kl": _masked_mean(tf.stop_gradient(kl), valid_float),
     }
 
 
-def _loss_sums(behaviour_policy_logits, target_policy_logits, actions,
-               discounts, rewards, values, bootstrap_value, *, mask, truncated,
-               truncation_values, behaviour_action_log_probs, baseline_cost,
-               entropy_cost, kl_cost, pg_target, dist_class, model,
-               clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold,
-               lambda_, alpha_, time_major, jit_compile, scan, validate_args,
-               with_diagnostics=True):
+def _loss_sums(inputs, options, costs, with_diagnostics):
     """The loss summed over valid steps, the summed terms, counts, statistics.
 
     Everything of `impala_loss` but the reduction's denominator, which may
     need a cross-replica sum and so stays outside any compiled function.
     Without diagnostics, a KL with cost 0 is not computed at all.
     """
-    targets = vtrace_targets(
-        behaviour_policy_logits, target_policy_logits, actions, discounts,
-        rewards, values, bootstrap_value, mask=mask, truncated=truncated,
-        truncation_values=truncation_values,
-        behaviour_action_log_probs=behaviour_action_log_probs,
-        pg_target=pg_target, dist_class=dist_class, model=model,
-        clip_rho_threshold=clip_rho_threshold,
-        clip_pg_rho_threshold=clip_pg_rho_threshold,
-        clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
-        time_major=time_major, jit_compile=jit_compile, scan=scan,
-        validate_args=validate_args)
-    dtype = targets.vs.dtype
-    valid = targets.valid
-    values = tf.cast(_where_valid(valid, tf.convert_to_tensor(values)), dtype)
-
-    target_heads = [_where_valid(valid, tf.cast(h, dtype)) for h in
-                    vtrace._as_head_list(target_policy_logits,
-                                         "target_policy_logits")]
-    target_dists = _distributions(target_heads, dist_class, model)
-    behaviour_dists = None
-    if behaviour_action_log_probs is None:
-        behaviour_heads = [
-            tf.stop_gradient(_where_valid(valid, tf.cast(h, dtype)))
-            for h in vtrace._as_head_list(behaviour_policy_logits,
-                                          "behaviour_policy_logits")]
-        behaviour_dists = _distributions(behaviour_heads, dist_class, model)
-    target_log_probs = tf.add_n(targets.target_action_log_probs)
+    with tf.name_scope("vtrace_targets"):
+        targets, heads = _targets_and_heads(inputs, options)
+    dtype, valid = targets.vs.dtype, targets.valid
+    values = tf.cast(_masking.where_valid(valid, tf.convert_to_tensor(inputs.values)),
+                     dtype)
+    target_dists = _distributions(heads.target, options)
+    behaviour_dists = (None if heads.behaviour is None
+                       else _distributions(heads.behaviour, options))
     entropy = _entropy(target_dists, targets.target_action_log_probs)
     kl = None
-    if with_diagnostics or not _is_zero(kl_cost):
+    if with_diagnostics or not _is_zero(costs.kl_cost):
         kl = _kl(behaviour_dists, target_dists, targets.target_action_log_probs,
                  targets.behaviour_action_log_probs)
-
+    term_sums = {key: tf.reduce_sum(_masking.where_valid(valid, term)) for key, term
+                 in _per_step_terms(targets, values, entropy, kl, costs).items()}
     valid_float = tf.cast(valid, dtype)
-    per_step = {
-        "policy_loss": -target_log_probs * targets.pg_advantages,
-        "baseline_loss": baseline_cost * 0.5 * tf.square(targets.vs - values),
-        "entropy_loss": -_weighted(entropy_cost, entropy, targets.vs),
-        "kl_loss": _weighted(kl_cost, kl, targets.vs),
-    }
-    term_sums = {key: tf.reduce_sum(_where_valid(valid, term))
-                 for key, term in per_step.items()}
     diagnostics = {}
     if with_diagnostics:
-        diagnostics = _diagnostics(targets, entropy, kl, valid_float,
-                                   (clip_rho_threshold, clip_c_threshold))
+        diagnostics = _diagnostics(targets, entropy, kl, valid_float, options)
     return (tf.add_n(list(term_sums.values())), term_sums,
             _step_counts(valid_float), diagnostics)
-
-
-# --- The loss as one compiled call -------------------------------------------
-
-
-def _as_tensors(value):
-    """`value` as tensors (a list stays a list), or None if it is not one.
-
-    A variable is read here, outside the compiled call, so that the caller's
-    tape records the read and the gradient reaches the variable.
-    """
-    if isinstance(value, (list, tuple)):
-        converted = [_as_tensors(v) for v in value]
-        return None if any(c is None for c in converted) else converted
-    if isinstance(value, tf.Variable):
-        return tf.convert_to_tensor(value)
-    return value if isinstance(value, tf.Tensor) else None
-
-
-def _split_for_compiling(inputs, options):
-    """(tensor arguments, hashable static options), or None when the loss
-    cannot run as one compiled call (see `impala_loss`'s `jit_compile`)."""
-    if (not options["jit_compile"] or options["validate_args"]
-            or options["dist_class"] is not None):
-        return None
-    tensors, static = {}, {"model": None}
-    for key, value in dict(inputs, **options).items():
-        if key == "model" or value is None:
-            static.setdefault(key, None)
-            continue
-        converted = _as_tensors(value)
-        if key == "mask" and converted is not None and converted.dtype != tf.bool:
-            # To bool out here (as `_as_bool` would inside): XLA fused the
-            # compare into the loops that mask the logits, and they ran 4x
-            # slower (Keras packs the mask as float).
-            converted = tf.not_equal(converted, tf.zeros([], converted.dtype))
-        if converted is not None:
-            tensors[key] = converted
-        elif key in inputs or key in (
-                "mask", "truncated", "truncation_values",
-                "behaviour_action_log_probs"):
-            return None  # numpy or Python sequences: the regular path converts them
-        else:
-            static[key] = value
-    static = tuple(sorted(static.items()))
-    try:
-        hash(static)
-    except TypeError:  # e.g. λ as a numpy array
-        return None
-    return tensors, static
-
-
-def _differentiable(arguments):
-    """What the loss is differentiated with respect to: π's logits, V."""
-    return tf.nest.flatten(arguments["target_policy_logits"]) + [
-        arguments["values"]]
-
-
-@functools.lru_cache(maxsize=32)
-def _compiled_loss_sums(static, with_gradients):
-    """`_loss_sums` as one XLA function; with its gradient if asked.
-
-    The targets inside carry no gradient (the core's recursion is under
-    stop_gradient), so the inner tape differentiates only the log-probs and
-    the terms: XLA fuses forward and backward into one call.
-    """
-    def loss_sums(tensors):
-        arguments = dict(static, **tensors)
-        if not with_gradients:
-            return _loss_sums(**arguments)
-        differentiable = _differentiable(arguments)
-        with tf.GradientTape() as tape:
-            tape.watch(differentiable)
-            outputs = _loss_sums(**arguments)
-        return outputs, tape.gradient(
-            outputs[0], differentiable,
-            unconnected_gradients=tf.UnconnectedGradients.ZERO)
-
-    return tf.function(loss_sums, jit_compile=True, reduce_retracing=True,
-                       autograph=False)
-
-
-def _with_gradients(total, gradients, differentiable):
-    """`total`, differentiable with respect to `differentiable` by the
-    precomputed `gradients` (d total / d input), scaled by the upstream."""
-    @tf.custom_gradient
-    def attach(*unused_inputs):
-        def gradient(upstream):
-            return [g * tf.cast(upstream, g.dtype) for g in gradients]
-        return tf.identity(total), gradient
-
-    return attach(*differentiable)
-
-
-def _fused_loss_sums(inputs, options):
-    """`_loss_sums` in one XLA call, or None where that cannot run.
-
-    Under a tape (training), the call also returns the gradient, which a
-    custom gradient hands back: one compiled call for the whole step's loss
-    math, instead of separate log-prob, V-trace and backward calls with
-    uncompiled glue between them. Without a tape (metrics, evaluation) it
-    skips the gradient.
-    """
-    split = _split_for_compiling(inputs, options)
-    if split is None:
-        return None
-    tensors, static = split
-    if not _record.could_possibly_record():
-        return _compiled_loss_sums(static, False)(tensors)
-    # Traced first: a tape opened while recording is paused would not record.
-    compiled = _compiled_loss_sums(static, True).get_concrete_function(tensors)
-    with _record.stop_recording():
-        (total, *rest), gradients = compiled(tensors)
-    differentiable = _differentiable(tensors)
-    return (_with_gradients(total, gradients, differentiable), *rest)
 
 
 def impala_loss(behaviour_policy_logits,
@@ -830,34 +629,40 @@ def impala_loss(behaviour_policy_logits,
       ...     ("policy_loss", "baseline_loss", "entropy_loss", "kl_loss"))) < 1e-5)
       True
     """
-    arguments = locals()  # Filtered: AutoGraph adds names of its own.
-    return _reduced_loss(
-        {name: arguments[name] for name in inspect.signature(impala_loss).parameters},
-        with_diagnostics=True)
+    inputs = _options.LossInputs(
+        behaviour_policy_logits, target_policy_logits, actions, discounts,
+        rewards, values, bootstrap_value, mask, truncated, truncation_values,
+        behaviour_action_log_probs)
+    options = _options.VTraceOptions(
+        pg_target, clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold,
+        lambda_, alpha_, dist_class=dist_class, model=model,
+        time_major=time_major, jit_compile=jit_compile, scan=scan,
+        validate_args=validate_args)
+    costs = _options.LossCosts(
+        baseline_cost=baseline_cost, entropy_cost=entropy_cost, kl_cost=kl_cost,
+        reduction=reduction, cross_replica=cross_replica)
+    return _reduced_loss(inputs, options, costs, name, with_diagnostics=True)
 
 
-_INPUTS = ("behaviour_policy_logits", "target_policy_logits", "actions",
-           "discounts", "rewards", "values", "bootstrap_value")
-
-
-def _reduced_loss(arguments, with_diagnostics):
-    """`impala_loss` from its bound `arguments`; `with_diagnostics=False`
-    returns an empty dict and spares the compiled call their work."""
-    options = dict(arguments)
-    reduction, cross_replica, name = (
-        options.pop(key) for key in ("reduction", "cross_replica", "name"))
-    inputs = {key: options.pop(key) for key in _INPUTS}
-    options["with_diagnostics"] = with_diagnostics
-    _check_choice(reduction, "reduction", REDUCTIONS)
+def _check_costs(costs):
+    _checks.check_choice(costs.reduction, "reduction", REDUCTIONS)
     for cost_name in ("baseline_cost", "entropy_cost", "kl_cost"):
-        cost = options[cost_name]
+        cost = getattr(costs, cost_name)
         if not isinstance(cost, (int, float)) and not tf.is_tensor(cost):
             raise TypeError(f"`{cost_name}` must be a number, got {cost!r}.")
+
+
+def _reduced_loss(inputs, options, costs, name, with_diagnostics):
+    """`impala_loss` from its records; `with_diagnostics=False` returns an
+    empty dict and spares the compiled call their work."""
+    _check_costs(costs)
     with tf.name_scope(name or "impala_loss"):
-        fused = _fused_loss_sums(inputs, options)
+        sums = _fused.fused_loss_sums(_loss_sums, inputs, options, costs,
+                                      with_diagnostics)
         total, term_sums, counts, diagnostics = (
-            fused if fused is not None else _loss_sums(**inputs, **options))
-        denominator = _denominator(reduction, counts, cross_replica)
+            sums if sums is not None
+            else _loss_sums(inputs, options, costs, with_diagnostics))
+        denominator = _denominator(costs.reduction, counts, costs.cross_replica)
         loss = total if denominator is None else total / denominator
         if with_diagnostics:
             for key, term in term_sums.items():
@@ -866,9 +671,7 @@ def _reduced_loss(arguments, with_diagnostics):
         return loss, diagnostics
 
 
-def _loss_without_diagnostics(**kwargs):
-    """The loss of `impala_loss(**kwargs)` alone, for Keras' `Loss.call`:
-    the compiled call skips the diagnostics (the KL among them)."""
-    arguments = inspect.signature(impala_loss).bind(**kwargs)
-    arguments.apply_defaults()
-    return _reduced_loss(arguments.arguments, with_diagnostics=False)[0]
+def _loss_without_diagnostics(inputs, options, costs):
+    """The loss of `impala_loss` alone, from its records, for Keras'
+    `Loss.call`: the compiled call skips the diagnostics (the KL among them)."""
+    return _reduced_loss(inputs, options, costs, None, with_diagnostics=False)[0]

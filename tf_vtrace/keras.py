@@ -25,8 +25,8 @@ import collections.abc
 import tensorflow as tf
 
 from tf_vtrace import _checks
+from tf_vtrace import _options
 from tf_vtrace import impala
-
 
 
 def _keras():
@@ -203,26 +203,34 @@ def _check_time_axes(y_true, y_pred):
             "(the last value is the bootstrap value V(x_T)).")
 
 
-# The V-trace options the loss and the layer both store, pass on to
-# `tf_vtrace.impala` and serialize.
-_VTRACE_OPTIONS = ("pg_target", "clip_rho_threshold", "clip_pg_rho_threshold",
-                   "clip_c_threshold", "lambda_", "alpha_", "jit_compile")
-_SERIALIZABLE_OPTIONS = (
-    "baseline_cost", "entropy_cost", "kl_cost", "reduction") + _VTRACE_OPTIONS
+class _VTraceOptionsOwner:
+    """The V-trace options of a Keras loss or layer, kept as one record.
+
+    Its hyperparameters read as attributes too (``loss.lambda_``), read-only:
+    the record the loss or layer computes with is the one it serializes.
+    """
+
+    def _store_vtrace_options(self, options):
+        _checks.check_choice(options.pg_target, "pg_target", impala.PG_TARGETS)
+        self._vtrace = options
+
+    def _vtrace_config(self):
+        return dict(_options.hyperparameters(self._vtrace),
+                    jit_compile=self._vtrace.jit_compile)
 
 
-def _store_vtrace_options(owner, **options):
-    impala._check_choice(options["pg_target"], "pg_target", impala.PG_TARGETS)
-    for name in _VTRACE_OPTIONS:
-        setattr(owner, name, options[name])
+def _read_only_option(name):
+    return property(lambda self: getattr(self._vtrace, name),  # pylint: disable=protected-access
+                    doc=f"The `{name}` the targets are computed with.")
 
 
-def _vtrace_options(owner):
-    return {name: getattr(owner, name) for name in _VTRACE_OPTIONS}
+for _name in _options.VTRACE_HYPERPARAMETERS:
+    setattr(_VTraceOptionsOwner, _name, _read_only_option(_name))
+del _name
 
 
 @_register
-class ImpalaLoss(keras.losses.Loss):
+class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
     r"""The IMPALA loss as a Keras loss: `model.compile(loss=ImpalaLoss())`.
 
     A thin face over `tf_vtrace.impala.impala_loss` (see it for the terms, the
@@ -270,22 +278,26 @@ class ImpalaLoss(keras.losses.Loss):
                  clip_pg_rho_threshold=1.0, clip_c_threshold=1.0, lambda_=1.0,
                  action_sizes=None, dist_class=None, jit_compile=True,
                  name="impala_loss", alpha_=1.0):
-        impala._check_choice(reduction, "reduction", impala.REDUCTIONS)
+        _checks.check_choice(reduction, "reduction", impala.REDUCTIONS)
         super().__init__(name=name, reduction="sum")
-        _store_vtrace_options(
-            self, pg_target=pg_target, clip_rho_threshold=clip_rho_threshold,
-            clip_pg_rho_threshold=clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
-            jit_compile=jit_compile)
+        if isinstance(dist_class, (str, dict)):
+            dist_class = keras.saving.deserialize_keras_object(dist_class)
+        self._store_vtrace_options(_options.VTraceOptions(
+            # The hyperparameters in `_options.VTRACE_HYPERPARAMETERS` order.
+            pg_target, clip_rho_threshold, clip_pg_rho_threshold,
+            clip_c_threshold, lambda_, alpha_,
+            dist_class=dist_class, time_major=False, jit_compile=jit_compile))
         self.baseline_cost = baseline_cost
         self.entropy_cost = entropy_cost
         self.kl_cost = kl_cost
         self.impala_reduction = reduction
         self.action_sizes = None if action_sizes is None else [
             int(s) for s in action_sizes]
-        if isinstance(dist_class, (str, dict)):
-            dist_class = keras.saving.deserialize_keras_object(dist_class)
-        self.dist_class = dist_class
+
+    @property
+    def dist_class(self):
+        """The distribution of the heads (None: Categorical)."""
+        return self._vtrace.dist_class
 
     def _unpack(self, y_true, y_pred):
         """The `impala_loss` arguments from (packed or dict) y_true, y_pred."""
@@ -304,7 +316,7 @@ class ImpalaLoss(keras.losses.Loss):
             # Keras 3 casts y_true to float; the actions are exact small ints.
             actions = [tf.cast(tf.round(a), tf.int32) for a in actions]
         values, bootstrap_value = _split_last_step(preds["values"])
-        return dict(
+        return _options.LossInputs(
             behaviour_policy_logits=targets["behaviour_policy_logits"],
             target_policy_logits=[_split_last_step(p)[0]
                                   for p in preds["policy_logits"]],
@@ -326,27 +338,27 @@ class ImpalaLoss(keras.losses.Loss):
         Returns:
           The scalar loss and the dict of diagnostics.
         """
-        return impala.impala_loss(**self._impala_loss_arguments(
-            y_true, y_pred, cross_replica))
+        return impala.impala_loss(
+            **self._unpack(y_true, y_pred)._asdict(), **self._vtrace._asdict(),
+            **self._costs(cross_replica)._asdict())
 
-    def _impala_loss_arguments(self, y_true, y_pred, cross_replica):
-        return dict(
-            **self._unpack(y_true, y_pred),
+    def _costs(self, cross_replica):
+        return _options.LossCosts(
             baseline_cost=self.baseline_cost, entropy_cost=self.entropy_cost,
             kl_cost=self.kl_cost, reduction=self.impala_reduction,
-            dist_class=self.dist_class, time_major=False,
-            cross_replica=cross_replica, **_vtrace_options(self))
+            cross_replica=cross_replica)
 
     def call(self, y_true, y_pred):
         # The loss alone: its compiled call skips the diagnostics' work.
-        return impala._loss_without_diagnostics(**self._impala_loss_arguments(
-            y_true, y_pred, cross_replica=True))
+        return impala._loss_without_diagnostics(  # pylint: disable=protected-access
+            self._unpack(y_true, y_pred), self._vtrace,
+            self._costs(cross_replica=True))
 
     def get_config(self):
-        config = {key: getattr(self, key) for key in _SERIALIZABLE_OPTIONS
-                  if key != "reduction"}
+        config = self._costs(cross_replica=True)._asdict()
+        del config["cross_replica"]  # Not an option of the Keras loss.
         config.update(
-            name=self.name, reduction=self.impala_reduction,
+            self._vtrace_config(), name=self.name, reduction=self.impala_reduction,
             action_sizes=self.action_sizes,
             dist_class=None if self.dist_class is None else
             keras.saving.serialize_keras_object(self.dist_class))
@@ -373,7 +385,7 @@ class ImpalaMetric(keras.metrics.Mean):
     """
 
     def __init__(self, diagnostic, loss, name=None, dtype=None):
-        impala._check_choice(diagnostic, "diagnostic", impala.DIAGNOSTICS)
+        _checks.check_choice(diagnostic, "diagnostic", impala.DIAGNOSTICS)
         super().__init__(name=name or diagnostic, dtype=dtype)
         if isinstance(loss, dict):
             loss = ImpalaLoss.from_config(loss)
@@ -410,7 +422,7 @@ def impala_metrics(loss, diagnostics=impala.DIAGNOSTICS):
 
 
 @_register
-class VTrace(keras.layers.Layer):
+class VTrace(_VTraceOptionsOwner, keras.layers.Layer):
     r"""V-trace targets as a Keras layer, for functional models and `train_step`.
 
     Calls `tf_vtrace.impala.vtrace_targets` (the core's recursion with padding
@@ -446,12 +458,16 @@ class VTrace(keras.layers.Layer):
                  clip_c_threshold=1.0, lambda_=1.0, pg_target="vs",
                  time_major=False, jit_compile=True, alpha_=1.0, **kwargs):
         super().__init__(**kwargs)
-        _store_vtrace_options(
-            self, pg_target=pg_target, clip_rho_threshold=clip_rho_threshold,
-            clip_pg_rho_threshold=clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
-            jit_compile=jit_compile)
-        self.time_major = time_major
+        self._store_vtrace_options(_options.VTraceOptions(
+            # The hyperparameters in `_options.VTRACE_HYPERPARAMETERS` order.
+            pg_target, clip_rho_threshold, clip_pg_rho_threshold,
+            clip_c_threshold, lambda_, alpha_,
+            time_major=time_major, jit_compile=jit_compile))
+
+    @property
+    def time_major(self):
+        """Whether the sequences are [T, B, ...] (else [B, T, ...])."""
+        return self._vtrace.time_major
 
     def call(self, behaviour_policy_logits, target_policy_logits, actions,
              discounts, rewards, values, bootstrap_value=None, mask=None,
@@ -465,12 +481,11 @@ class VTrace(keras.layers.Layer):
         targets = impala.vtrace_targets(
             behaviour_policy_logits, target_policy_logits, actions, discounts,
             rewards, values, bootstrap_value, mask=mask, truncated=truncated,
-            truncation_values=truncation_values, time_major=self.time_major,
-            **_vtrace_options(self))
+            truncation_values=truncation_values, **self._vtrace._asdict())
         return {"vs": targets.vs, "pg_advantages": targets.pg_advantages,
                 "log_rhos": targets.log_rhos}
 
     def get_config(self):
         config = super().get_config()
-        config.update(_vtrace_options(self), time_major=self.time_major)
+        config.update(self._vtrace_config(), time_major=self.time_major)
         return config

@@ -40,6 +40,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tf_vtrace import _checks
+from tf_vtrace import _options
 from tf_vtrace import impala
 
 _INSTALL_HELP = (
@@ -352,8 +353,8 @@ class ImpalaAgent(tf_agent.TFAgent):
         _require_legacy_keras()
         tf.Module.__init__(self, name=name)
         _check_action_spec(action_spec)
-        impala._check_choice(reduction, "reduction", impala.REDUCTIONS)
-        impala._check_choice(pg_target, "pg_target", impala.PG_TARGETS)
+        _checks.check_choice(reduction, "reduction", impala.REDUCTIONS)
+        _checks.check_choice(pg_target, "pg_target", impala.PG_TARGETS)
         if gradient_clipping is not None and not gradient_clipping > 0:
             raise ValueError("`gradient_clipping` must be a positive global "
                              f"norm or None, got {gradient_clipping!r}.")
@@ -366,12 +367,11 @@ class ImpalaAgent(tf_agent.TFAgent):
         self._discount_factor = discount_factor
         self._reward_scale_factor = reward_scale_factor
         self._gradient_clipping = gradient_clipping
-        self._target_options = dict(
-            pg_target=pg_target, clip_rho_threshold=clip_rho_threshold,
-            clip_pg_rho_threshold=clip_pg_rho_threshold,
-            clip_c_threshold=clip_c_threshold, lambda_=lambda_, alpha_=alpha_,
-            time_major=False)
-        self._cost_options = dict(
+        self._vtrace_options = _options.VTraceOptions(
+            # The hyperparameters in `_options.VTRACE_HYPERPARAMETERS` order.
+            pg_target, clip_rho_threshold, clip_pg_rho_threshold,
+            clip_c_threshold, lambda_, alpha_, time_major=False)
+        self._costs = _options.LossCosts(
             baseline_cost=baseline_cost, entropy_cost=entropy_cost,
             kl_cost=kl_cost, reduction=reduction)
 
@@ -424,7 +424,7 @@ class ImpalaAgent(tf_agent.TFAgent):
         def heads(nest):
             return _scalar_heads(steps(nest), self.action_spec)
 
-        return dict(
+        return _options.LossInputs(
             behaviour_policy_logits=heads(
                 experience.policy_info[BEHAVIOUR_LOGITS]),
             target_policy_logits=heads(logits),
@@ -446,7 +446,8 @@ class ImpalaAgent(tf_agent.TFAgent):
                 "couple the steps of a trajectory. Pass weights=None.")
         inputs = self._loss_inputs(experience, training)
         loss, diagnostics = impala.impala_loss(
-            **inputs, **self._target_options, **self._cost_options)
+            **inputs._asdict(), **self._vtrace_options._asdict(),
+            **self._costs._asdict())
         regularization = self._regularization_loss()
         extra = ImpalaLossInfo(regularization_loss=regularization,
                                **diagnostics)
@@ -502,11 +503,12 @@ class ImpalaAgent(tf_agent.TFAgent):
     def _write_debug_summaries(self, inputs, gradient_norm):
         step = self.train_step_counter
         # Outside the tape: recomputing the targets costs no gradient work.
-        targets = impala.vtrace_targets(**inputs, **self._target_options)
+        targets = impala.vtrace_targets(
+            **inputs._asdict(), **self._vtrace_options._asdict())
         valid = targets.valid
         histograms = {
-            "rewards": inputs["rewards"], "discounts": inputs["discounts"],
-            "values": inputs["values"], "vs": targets.vs,
+            "rewards": inputs.rewards, "discounts": inputs.discounts,
+            "values": inputs.values, "vs": targets.vs,
             "pg_advantages": targets.pg_advantages,
             "rho": tf.exp(targets.log_rhos)}
         with tf.name_scope("VTrace/"):

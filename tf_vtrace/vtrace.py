@@ -32,13 +32,10 @@ import collections
 import functools
 
 import tensorflow as tf
-import tensorflow_probability as tfp
-# Pausing the tape around the compiled call (see `_call_kernel`).
-from tensorflow.python.eager import record as _record
 
 from tf_vtrace import _checks
-
-tfd = tfp.distributions
+from tf_vtrace import _tape
+from tf_vtrace import _tensors
 
 __all__ = [
     "VTraceReturns",
@@ -84,43 +81,6 @@ class VTraceFromLogitsReturns(
 
 
 # --- The recursion -----------------------------------------------------------
-
-
-def _as_dtype(value, dtype):
-    """A Python number or tensor as a tensor of `dtype`, without a detour.
-
-    `tf.cast(0.9, tf.float64)` would go through float32 (0.8999999762...);
-    `tf.constant(0.9, tf.float64)` keeps the number exact.
-    """
-    return tf.cast(value, dtype) if tf.is_tensor(value) else tf.constant(
-        value, dtype)
-
-
-def _is_one(value):
-    """Whether a hyperparameter is the Python number 1 (not a tensor)."""
-    return not tf.is_tensor(value) and value == 1
-
-
-def _clipped_ratio(log_rhos, threshold, alpha_=1.0):
-    """min(threshold, ρ), computed as exp(min(log threshold, log ρ)).
-
-    Clipping before the exponential keeps the result finite for any finite
-    log ρ: exp(1000.) overflows float32, exp(min(1000., log 1.)) does not.
-
-    Leaky V-trace (Zahavy et al. 2020, rlax's `leaky_vtrace`) mixes in the
-    unclipped ratio: α·min(threshold, ρ) + (1 − α)·ρ. That part is not
-    bounded and overflows where ρ does; it is written exp(log(1 − α) + log ρ),
-    exactly 0 at α = 1 even then (never 0·inf). α = 1 (the Python number)
-    builds the plain clipped ratio, with no extra op.
-    """
-    if threshold is None:
-        return tf.exp(log_rhos)  # Unclipped, whatever α mixes.
-    log_threshold = tf.math.log(_as_dtype(threshold, log_rhos.dtype))
-    clipped = tf.exp(tf.minimum(log_rhos, log_threshold))
-    if _is_one(alpha_):
-        return clipped
-    alpha_ = _as_dtype(alpha_, log_rhos.dtype)
-    return alpha_ * clipped + tf.exp(tf.math.log1p(-alpha_) + log_rhos)
 
 
 # How the recursion runs: `scan=` of the public functions (docs/performance.md).
@@ -191,42 +151,36 @@ def _reverse_discounted_sum(deltas, decays, scan):
     return _sequential_reverse_discounted_sum(deltas, decays)
 
 
-def _shift_in_bootstrap(sequence, bootstrap_value):
-    """[x_1, ..., x_{T-1}, bootstrap]: the time-major sequence one step ahead."""
-    return tf.concat([sequence[1:], bootstrap_value[tf.newaxis]], axis=0)
+# λ, ρ̄, ρ̄_pg, c̄ and α as the kernel takes them: Python numbers (compiled in)
+# or tensors (inputs of the compiled function); see `_concrete_kernel`.
+_Hyperparameters = collections.namedtuple(
+    "_Hyperparameters", ["lambda_", "clip_rho_threshold", "clip_pg_rho_threshold",
+                         "clip_c_threshold", "alpha_"])
 
 
 def _vtrace_time_major(log_rhos, discounts, rewards, values, bootstrap_value,
-                       lambda_, clip_rho_threshold, clip_pg_rho_threshold,
-                       clip_c_threshold, alpha_, scan="sequential"):
+                       hyperparameters, scan="sequential"):
     """V-trace on time-major tensors of one dtype; see the module docstring."""
-    clipped_rhos = _clipped_ratio(log_rhos, clip_rho_threshold, alpha_)
+    (lambda_, clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold,
+     alpha_) = hyperparameters
+    clipped_rhos = _tensors.clipped_ratio(log_rhos, clip_rho_threshold, alpha_)
     # λ may be a scalar or per-step; broadcasting pins the traces' shape even
     # when the trace was generalized over λ's rank.
-    lambdas = tf.broadcast_to(_as_dtype(lambda_, log_rhos.dtype),
+    lambdas = tf.broadcast_to(_tensors.as_dtype(lambda_, log_rhos.dtype),
                               tf.shape(log_rhos))
-    cs = lambdas * _clipped_ratio(log_rhos, clip_c_threshold, alpha_)
-    values_t_plus_1 = _shift_in_bootstrap(values, bootstrap_value)
+    cs = lambdas * _tensors.clipped_ratio(log_rhos, clip_c_threshold, alpha_)
+    values_t_plus_1 = _tensors.shift_in_bootstrap(values, bootstrap_value)
     deltas = clipped_rhos * (rewards + discounts * values_t_plus_1 - values)
     vs = values + _reverse_discounted_sum(deltas, discounts * cs, scan)
 
-    vs_t_plus_1 = _shift_in_bootstrap(vs, bootstrap_value)
-    clipped_pg_rhos = _clipped_ratio(log_rhos, clip_pg_rho_threshold, alpha_)
+    vs_t_plus_1 = _tensors.shift_in_bootstrap(vs, bootstrap_value)
+    clipped_pg_rhos = _tensors.clipped_ratio(log_rhos, clip_pg_rho_threshold, alpha_)
     pg_advantages = clipped_pg_rhos * (rewards + discounts * vs_t_plus_1 - values)
     return vs, pg_advantages
 
 
-def _to_time_major(tensor, time_major):
-    """[B, T, ...] -> [T, B, ...] (the same permutation maps back)."""
-    if time_major or tensor.shape.rank == 0:
-        return tensor
-    perm = [1, 0] + list(range(2, tensor.shape.rank))
-    return tf.transpose(tensor, perm)
-
-
 def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
-                   lambda_, clip_rho_threshold, clip_pg_rho_threshold,
-                   clip_c_threshold, alpha_, time_major, scan="sequential"):
+                   hyperparameters, time_major, scan="sequential"):
     """`_vtrace_time_major` in the caller's layout and dtype.
 
     The layout and dtype plumbing lives inside the compiled function too, so
@@ -237,17 +191,16 @@ def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
 
     def prepare(tensor, is_sequence=True):
         tensor = tf.cast(tensor, compute_dtype)
-        return _to_time_major(tensor, time_major) if is_sequence else tensor
+        return _tensors.to_time_major(tensor, time_major) if is_sequence else tensor
 
-    if tf.is_tensor(lambda_):
-        lambda_ = prepare(lambda_)
+    if tf.is_tensor(hyperparameters.lambda_):
+        hyperparameters = hyperparameters._replace(
+            lambda_=prepare(hyperparameters.lambda_))
     vs, pg_advantages = _vtrace_time_major(
         prepare(log_rhos), prepare(discounts), prepare(rewards), prepare(values),
-        prepare(bootstrap_value, is_sequence=False), lambda_,
-        clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold, alpha_,
-        scan)
-    return (tf.cast(_to_time_major(vs, time_major), dtype),
-            tf.cast(_to_time_major(pg_advantages, time_major), dtype))
+        prepare(bootstrap_value, is_sequence=False), hyperparameters, scan)
+    return (tf.cast(_tensors.to_time_major(vs, time_major), dtype),
+            tf.cast(_tensors.to_time_major(pg_advantages, time_major), dtype))
 
 
 def _hyperparameter_key(value):
@@ -278,7 +231,7 @@ def _concrete_kernel(jit_compile, time_major, dtype, rank, hyperparameter_keys,
         for slot, tensor in zip(tensor_slots, tensor_hyperparameters):
             hyperparameters[slot] = tensor
         return _vtrace_kernel(log_rhos, discounts, rewards, values,
-                              bootstrap_value, *hyperparameters,
+                              bootstrap_value, _Hyperparameters(*hyperparameters),
                               time_major=time_major, scan=scan)
 
     sequence = tf.TensorSpec([None] * rank, dtype)
@@ -305,8 +258,7 @@ def _call_kernel(jit_compile, time_major, tensors, hyperparameters,
                               values.shape.rank, keys,
                               _resolve_scan(scan, values.shape[0 if time_major else 1]))
     inputs = list(tensors) + [h for h in hyperparameters if tf.is_tensor(h)]
-    with _record.stop_recording():
-        outputs = kernel(*inputs)
+    outputs = _tape.call_unrecorded(kernel, *inputs)
     if not tf.executing_eagerly():
         outputs = [tf.stop_gradient(output) for output in outputs]
     for output in outputs:
@@ -315,11 +267,6 @@ def _call_kernel(jit_compile, time_major, tensors, hyperparameters,
 
 
 # --- Public entry points -----------------------------------------------------
-
-
-def _check_scan(scan):
-    if scan not in SCANS:
-        raise ValueError(f"`scan` must be one of {SCANS}, got {scan!r}.")
 
 
 def _prepare_inputs(log_rhos, discounts, rewards, values, bootstrap_value,
@@ -494,7 +441,7 @@ def from_importance_weights(log_rhos,
       >>> [round(float(v), 4) for v in out.vs[:, 0]]  # on-policy: discounted returns
       [4.0951, 3.439, 2.71, 1.9, 1.0]
     """
-    _check_scan(scan)
+    _checks.check_choice(scan, "scan", SCANS)
     with tf.name_scope(name or "from_importance_weights"):
         tensors, lambda_, shape, asserts = _prepare_inputs(
             log_rhos, discounts, rewards, values, bootstrap_value, lambda_,
@@ -520,25 +467,6 @@ def from_importance_weights(log_rhos,
 
 
 # --- Log-probabilities from policy parameters --------------------------------
-
-
-def _make_distribution(policy_logits, dist_class, model):
-    """The action distribution of one head, checked to be a tfp Distribution."""
-    if dist_class is None:
-        return tfd.Categorical(logits=policy_logits)
-    if not callable(dist_class):
-        raise TypeError(
-            "`dist_class` must be None (Categorical) or a callable building a "
-            f"tfp Distribution; got {type(dist_class).__name__}. (Clipping "
-            "thresholds come after `dist_class` and `model` in this API: pass "
-            "them by keyword.)")
-    dist = dist_class(policy_logits) if model is None else dist_class(
-        policy_logits, model)
-    if not isinstance(dist, tfd.Distribution):
-        raise TypeError(
-            "`dist_class` must build a tfp.distributions.Distribution from a "
-            f"head's parameters; it returned {type(dist).__name__}.")
-    return dist
 
 
 @tf.function(jit_compile=True, reduce_retracing=True)
@@ -633,7 +561,7 @@ def log_probs_from_logits_and_actions(policy_logits, actions, dist_class=None,
         policy_logits = tf.convert_to_tensor(policy_logits, name="policy_logits")
         actions = tf.convert_to_tensor(actions, name="actions")
         if dist_class is not None:
-            return _make_distribution(policy_logits, dist_class, model).log_prob(
+            return _tensors.make_distribution(policy_logits, dist_class, model).log_prob(
                 actions)
         actions, asserts = _categorical_action_indices(
             policy_logits, actions, validate_args)
@@ -712,15 +640,6 @@ def _check_log_probs_match_values(log_rhos, values):
             "(plus any event dims of `dist_class`).")
 
 
-def _as_head_list(heads, name):
-    """A list of per-head tensors; a lone tensor is one head."""
-    if isinstance(heads, (list, tuple)):
-        if not heads:
-            raise ValueError(f"`{name}` must list at least one action head.")
-        return list(heads)
-    return [heads]
-
-
 def multi_from_logits(behaviour_policy_logits,
                       target_policy_logits,
                       actions,
@@ -793,18 +712,18 @@ def multi_from_logits(behaviour_policy_logits,
       (2, 0.0)
     """
     with tf.name_scope(name or "multi_from_logits"):
-        target_policy_logits = _as_head_list(target_policy_logits,
+        target_policy_logits = _tensors.as_head_list(target_policy_logits,
                                              "target_policy_logits")
-        actions = _as_head_list(actions, "actions")
+        actions = _tensors.as_head_list(actions, "actions")
         target_action_log_probs = multi_log_probs_from_logits_and_actions(
             target_policy_logits, actions, dist_class, model,
             validate_args=validate_args)
         if behaviour_action_log_probs is None:
             behaviour_action_log_probs = multi_log_probs_from_logits_and_actions(
-                _as_head_list(behaviour_policy_logits, "behaviour_policy_logits"),
+                _tensors.as_head_list(behaviour_policy_logits, "behaviour_policy_logits"),
                 actions, dist_class, model, validate_args=validate_args)
         else:
-            behaviour_action_log_probs = _as_head_list(
+            behaviour_action_log_probs = _tensors.as_head_list(
                 behaviour_action_log_probs, "behaviour_action_log_probs")
         log_rhos = get_log_rhos(target_action_log_probs,
                                 behaviour_action_log_probs)

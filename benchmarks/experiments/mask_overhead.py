@@ -6,7 +6,7 @@ The learner step of `make bench` (impala_loss in a plain tf.function, T=100,
 B=256, 18 actions) without a mask, with an all-true mask and with the last
 10% of the steps padded, median µs per call. Each runs twice: with the
 library's masking of the logits (a bitwise selection, see
-`tf_vtrace.impala._bitwise_where_valid`) and with the `tf.where` over a
+`tf_vtrace._masking.bitwise_where_valid`) and with the `tf.where` over a
 broadcast predicate that it replaced, patched in for the comparison.
 """
 
@@ -15,11 +15,11 @@ import tensorflow as tf
 
 from benchmarks import harness
 from benchmarks.peers import impl_tf
-from tf_vtrace import impala
+from tf_vtrace import _fused, _masking
 
 
 def _where_formulation(valid, tensor):
-    return tf.where(impala._expand_to_rank(valid, tensor), tensor, tf.zeros_like(tensor))
+    return tf.where(_masking.expand_to_rank(valid, tensor), tensor, tf.zeros_like(tensor))
 
 
 def masked_steps(inputs):
@@ -42,15 +42,15 @@ def main():
     inputs = harness.load_inputs(100, 256)
     calls = {f"{name}, bitwise (library)": call
              for name, call in masked_steps(inputs).items()}
-    library = impala._bitwise_where_valid
-    impala._bitwise_where_valid = _where_formulation
-    impala._compiled_loss_sums.cache_clear()
+    library = _masking.bitwise_where_valid
+    _masking.bitwise_where_valid = _where_formulation  # where `where_valid` looks it up
+    _fused._compiled_loss_sums.cache_clear()
     try:
         calls.update({f"{name}, tf.where": call
                       for name, call in masked_steps(inputs).items()})
     finally:
-        impala._bitwise_where_valid = library
-        impala._compiled_loss_sums.cache_clear()
+        _masking.bitwise_where_valid = library
+        _fused._compiled_loss_sums.cache_clear()
     medians = harness.interleaved_call_medians(calls, rounds, budget_s)
     base = medians["no mask, bitwise (library)"]
     rows = [(name, harness.fmt_us(us), harness.fmt_ratio(us, base))

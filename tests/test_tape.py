@@ -1,0 +1,41 @@
+"""The one private TensorFlow API tf_vtrace uses (tf_vtrace/_tape.py).
+
+If a TensorFlow upgrade moves `tensorflow.python.eager.record`, the library
+still computes the right numbers (the fallback), but slower: this test is the
+loud signal to update `_tape.py`.
+"""
+
+import tensorflow as tf
+
+from tf_vtrace import _tape
+
+
+def test_private_tape_api_is_found():
+    assert _tape.PAUSES, (
+        "tensorflow.python.eager.record.stop_recording / could_possibly_record "
+        "moved in this TensorFlow: update tf_vtrace/_tape.py (the fallback runs "
+        "the kernels recorded, with stop_gradient on their outputs).")
+
+
+def test_call_unrecorded_keeps_the_tape_out():
+    x = tf.constant(3.0)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        assert _tape.may_record()
+        y = _tape.call_unrecorded(lambda v: v * v, x)
+        z = x * x
+    assert float(y) == 9.0
+    assert tape.gradient(y, x) is None  # not recorded
+    assert float(tape.gradient(z, x)) == 6.0  # the tape itself still records
+    assert not _tape.may_record()  # no tape open
+
+
+def test_fallback_cuts_the_gradient(monkeypatch):
+    monkeypatch.setattr(_tape, "PAUSES", False)
+    x = tf.constant(3.0)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        assert _tape.may_record()  # unsure: says True
+        y = _tape.call_unrecorded(lambda v: [v * v, 2 * v], x)
+    assert [float(v) for v in y] == [9.0, 6.0]
+    assert tape.gradient(y, x) is None

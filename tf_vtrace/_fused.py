@@ -1,0 +1,132 @@
+"""The IMPALA loss as one compiled XLA call, with its gradient.
+
+Private to tf_vtrace. Generic over the loss: `impala.py` passes its own
+`_loss_sums` in, so this module never imports `impala.py` (which imports it).
+The records' tensor fields become the compiled function's arguments; the
+rest (Python numbers, strings, None) is compiled in, keyed by the records.
+"""
+
+import functools
+
+import tensorflow as tf
+
+from tf_vtrace import _tape
+
+__all__ = ["fused_loss_sums"]
+
+
+def _as_tensors(value):
+    """`value` as tensors (a list stays a list), or None if it is not one.
+
+    A variable is read here, outside the compiled call, so that the caller's
+    tape records the read and the gradient reaches the variable.
+    """
+    if isinstance(value, (list, tuple)):
+        converted = [_as_tensors(v) for v in value]
+        return None if any(c is None for c in converted) else converted
+    if isinstance(value, tf.Variable):
+        return tf.convert_to_tensor(value)
+    return value if isinstance(value, tf.Tensor) else None
+
+
+def _split_record(record, tensors_only):
+    """({field: tensors}, `record` with those fields None), or None when a
+    field of a `tensors_only` record is numpy or a Python sequence (the
+    regular path converts those)."""
+    tensors = {}
+    for field, value in zip(record._fields, record):
+        converted = None if value is None else _as_tensors(value)
+        if field == "mask" and converted is not None and converted.dtype != tf.bool:
+            # To bool out here (as `_masking.as_bool` would inside): XLA fused
+            # the compare into the loops that mask the logits, and they ran 4x
+            # slower (Keras packs the mask as float).
+            converted = tf.not_equal(converted, tf.zeros([], converted.dtype))
+        if converted is not None:
+            tensors[field] = converted
+        elif value is not None and tensors_only:
+            return None
+    return tensors, record._replace(**dict.fromkeys(tensors))
+
+
+def _split_for_compiling(inputs, options, costs):
+    """(tensor arguments, hashable static records), or None when the loss
+    cannot run as one compiled call (see `impala_loss`'s `jit_compile`)."""
+    if not options.jit_compile or options.validate_args or options.dist_class is not None:
+        return None
+    splits = [_split_record(inputs, tensors_only=True),
+              _split_record(options._replace(model=None), tensors_only=False),
+              _split_record(costs, tensors_only=False)]
+    if splits[0] is None:
+        return None
+    tensors, static = zip(*splits)
+    try:
+        hash(static)
+    except TypeError:  # e.g. λ as a numpy array
+        return None
+    return tensors, static
+
+
+def _differentiable(input_tensors):
+    """What the loss is differentiated with respect to: π's logits, V."""
+    return tf.nest.flatten(input_tensors["target_policy_logits"]) + [
+        input_tensors["values"]]
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled_loss_sums(loss_sums, static, with_diagnostics, with_gradients):
+    """`loss_sums` as one XLA function; with its gradient if asked.
+
+    The targets inside carry no gradient (the core's recursion is under
+    stop_gradient), so the inner tape differentiates only the log-probs and
+    the terms: XLA fuses forward and backward into one call.
+    """
+    def call(tensors):
+        records = [record._replace(**fields) for record, fields in zip(static, tensors)]
+        if not with_gradients:
+            return loss_sums(*records, with_diagnostics)
+        differentiable = _differentiable(tensors[0])
+        with tf.GradientTape() as tape:
+            tape.watch(differentiable)
+            outputs = loss_sums(*records, with_diagnostics)
+        return outputs, tape.gradient(
+            outputs[0], differentiable,
+            unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+    return tf.function(call, jit_compile=True, reduce_retracing=True,
+                       autograph=False)
+
+
+def _with_gradients(total, gradients, differentiable):
+    """`total`, differentiable with respect to `differentiable` by the
+    precomputed `gradients` (d total / d input), scaled by the upstream."""
+    @tf.custom_gradient
+    def attach(*unused_inputs):
+        def gradient(upstream):
+            return [g * tf.cast(upstream, g.dtype) for g in gradients]
+        return tf.identity(total), gradient
+
+    return attach(*differentiable)
+
+
+def fused_loss_sums(loss_sums, inputs, options, costs, with_diagnostics):
+    """`loss_sums(inputs, options, costs, with_diagnostics)` in one XLA call,
+    or None where that cannot run.
+
+    Under a tape (training), the call also returns the gradient, which a
+    custom gradient hands back: one compiled call for the whole step's loss
+    math, instead of separate log-prob, V-trace and backward calls with
+    uncompiled glue between them. Without a tape (metrics, evaluation) it
+    skips the gradient.
+    """
+    split = _split_for_compiling(inputs, options, costs)
+    if split is None:
+        return None
+    tensors, static = split
+    if not _tape.may_record():
+        return _compiled_loss_sums(loss_sums, static, with_diagnostics, False)(tensors)
+    # Traced first: a tape opened while recording is paused would not record.
+    compiled = _compiled_loss_sums(
+        loss_sums, static, with_diagnostics, True).get_concrete_function(tensors)
+    (total, *rest), gradients = _tape.call_unrecorded(compiled, tensors)
+    differentiable = _differentiable(tensors[0])
+    return (_with_gradients(total, gradients, differentiable), *rest)
