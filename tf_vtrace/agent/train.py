@@ -131,6 +131,121 @@ def _progress_bar(config, enabled):
                 dynamic_ncols=True, desc=config.env_id)
 
 
+def _open_run_dir(config, out_dir, strategy):
+    """`(run directory, worker index)`: the directory made, with its
+    ``config.json``; worker i of a multi-worker run writes into
+    ``out_dir/worker-i``."""
+    worker_index = _worker_index(strategy)
+    if worker_index:
+        out_dir = os.path.join(out_dir, f"worker-{worker_index}")
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w") as handle:
+        json.dump(config.to_dict(), handle, indent=2)
+    return out_dir, worker_index
+
+
+class _UpdateLoop:
+    """The updates of one run and what they leave in the run directory.
+
+    `run` does the updates until the last one or the first Ctrl-C, then
+    (always) closes the progress bar, saves a last checkpoint, writes the
+    curve and closes the actors. `stats` are the loop's numbers for the
+    summary.
+    """
+
+    def __init__(self, config, out_dir, actor, learner, progress):
+        self.config, self.actor, self.learner = config, actor, learner
+        self.history = policy_lag.WeightHistory(config.policy_lag)
+        self.history.push(learner.version, learner.get_weights())
+        self.checkpoints = tf.train.CheckpointManager(
+            tf.train.Checkpoint(model=learner.model,
+                                optimizer=learner.optimizer),
+            os.path.join(out_dir, "checkpoints"), max_to_keep=2)
+        self.recorder = recording.Recorder(out_dir)
+        self.bar = _progress_bar(config, progress)
+        self.env_steps, self.interrupted = 0, False
+        self.lags, self.warm_start = collections.Counter(), None
+        self.loop_start = self.loop_end = None
+
+    def run(self):
+        self.loop_start = time.time()
+        with _stop_on_sigint() as stop:
+            try:
+                for _ in range(self.config.num_updates):
+                    if stop.is_set():
+                        raise KeyboardInterrupt
+                    self._update()
+            except KeyboardInterrupt:
+                self.interrupted = True
+                self.bar.write(
+                    "interrupted: writing the curve, a checkpoint and the policy")
+            finally:
+                self._close()
+
+    def _update(self):
+        """One actor-learner step, recorded, shown and checkpointed."""
+        config, learner = self.config, self.learner
+        unroll, diagnostics = actor_learner_step(self.actor, learner,
+                                                 self.history)
+        self.env_steps += config.steps_per_update
+        self.lags[int(diagnostics["policy_lag"])] += 1
+        self.warm_start = self.warm_start or (time.time(), self.env_steps,
+                                              learner.version)
+        elapsed = time.time() - self.loop_start
+        rates = {"env_steps_per_s": self.env_steps / elapsed,
+                 "learner_steps_per_s": learner.version / elapsed}
+        self.recorder.record(self.env_steps, unroll, diagnostics, rates)
+        self.bar.update(config.steps_per_update)
+        self.bar.set_postfix(
+            {"env/s": f"{rates['env_steps_per_s']:.0f}",
+             "learn/s": f"{rates['learner_steps_per_s']:.1f}",
+             "return": f"{self.recorder.mean_return:.1f}"}, refresh=False)
+        if learner.version % config.checkpoint_every == 0:
+            self.checkpoints.save(learner.version)
+
+    def _close(self):
+        self.loop_end = time.time()
+        self.bar.close()
+        self.checkpoints.save(self.learner.version)
+        self.recorder.close()
+        self.actor.close()
+
+    def stats(self):
+        """The loop's part of the summary."""
+        return {
+            "env_steps": self.env_steps,
+            "learner_updates": self.learner.version,
+            "mean_return_last_100": self.recorder.mean_return,
+            "interrupted": self.interrupted,
+            "unrolls_per_actor": list(getattr(self.actor, "unrolls_per_actor",
+                                              [self.learner.version])),
+            **_lag_summary(self.lags),
+            **_warm_rates(self.warm_start, self.loop_end, self.env_steps,
+                          self.learner.version),
+        }
+
+
+def _write_summary(config, out_dir, worker_index, clock_start, loop_stats):
+    """Writes ``summary.json`` (see the module doc) and returns it."""
+    wall_start, cpu_start = clock_start
+    summary = {
+        "env_id": config.env_id, "seed": config.seed,
+        "policy_lag": config.policy_lag, "correction": config.correction,
+        "strategy": config.strategy, "worker_index": worker_index,
+        "env_steps": loop_stats.pop("env_steps"),
+        "learner_updates": loop_stats.pop("learner_updates"),
+        "wall_s": round(time.time() - wall_start, 1),
+        "cpu_s": round(time.process_time() - cpu_start, 1),
+        "mean_return_last_100": loop_stats.pop("mean_return_last_100"),
+        "interrupted": loop_stats.pop("interrupted"),
+        "backend": config.backend, "num_actors": config.num_actors,
+        **loop_stats,
+    }
+    with open(os.path.join(out_dir, "summary.json"), "w") as handle:
+        json.dump(summary, handle, indent=2)
+    return summary
+
+
 def train(config, out_dir, progress=True):
     """Trains an IMPALA agent; see the module doc for what it writes.
 
@@ -144,74 +259,17 @@ def train(config, out_dir, progress=True):
     """
     # First: MultiWorkerMirroredStrategy must exist before any TF op.
     strategy = learner_lib.make_strategy(config)
-    worker_index = _worker_index(strategy)
-    if worker_index:
-        out_dir = os.path.join(out_dir, f"worker-{worker_index}")
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "config.json"), "w") as handle:
-        json.dump(config.to_dict(), handle, indent=2)
-    wall_start, cpu_start = time.time(), time.process_time()
+    out_dir, worker_index = _open_run_dir(config, out_dir, strategy)
+    clock_start = time.time(), time.process_time()
     observation_space, _ = envs.env_spaces(config.env_id)
     actor = backends.make_actors(config, worker_index=worker_index)
     learner = learner_lib.Learner(config, observation_space, actor.head_sizes,
                                   strategy=strategy)
-    history = policy_lag.WeightHistory(config.policy_lag)
-    history.push(learner.version, learner.get_weights())
-    checkpoint = tf.train.CheckpointManager(
-        tf.train.Checkpoint(model=learner.model, optimizer=learner.optimizer),
-        os.path.join(out_dir, "checkpoints"), max_to_keep=2)
-    recorder = recording.Recorder(out_dir)
-    bar = _progress_bar(config, progress)
-    env_steps, interrupted, loop_start = 0, False, time.time()
-    lags, warm_start = collections.Counter(), None
-    with _stop_on_sigint() as stop:
-        try:
-            for _ in range(config.num_updates):
-                if stop.is_set():
-                    raise KeyboardInterrupt
-                unroll, diagnostics = actor_learner_step(actor, learner, history)
-                env_steps += config.steps_per_update
-                lags[int(diagnostics["policy_lag"])] += 1
-                warm_start = warm_start or (time.time(), env_steps, learner.version)
-                elapsed = time.time() - loop_start
-                rates = {"env_steps_per_s": env_steps / elapsed,
-                         "learner_steps_per_s": learner.version / elapsed}
-                recorder.record(env_steps, unroll, diagnostics, rates)
-                bar.update(config.steps_per_update)
-                bar.set_postfix({"env/s": f"{rates['env_steps_per_s']:.0f}",
-                                 "learn/s": f"{rates['learner_steps_per_s']:.1f}",
-                                 "return": f"{recorder.mean_return:.1f}"},
-                                refresh=False)
-                if learner.version % config.checkpoint_every == 0:
-                    checkpoint.save(learner.version)
-        except KeyboardInterrupt:
-            interrupted = True
-            bar.write("interrupted: writing the curve, a checkpoint and the policy")
-        finally:
-            loop_end = time.time()
-            bar.close()
-            checkpoint.save(learner.version)
-            recorder.close()
-            actor.close()
+    loop = _UpdateLoop(config, out_dir, actor, learner, progress)
+    loop.run()
     export.export_policy(
         learner.model, os.path.join(out_dir, "policy"), actor.head_sizes,
         metadata={"env_id": config.env_id,
                   "max_episode_steps": config.max_episode_steps})
-    summary = {
-        "env_id": config.env_id, "seed": config.seed,
-        "policy_lag": config.policy_lag, "correction": config.correction,
-        "strategy": config.strategy, "worker_index": worker_index,
-        "env_steps": env_steps, "learner_updates": learner.version,
-        "wall_s": round(time.time() - wall_start, 1),
-        "cpu_s": round(time.process_time() - cpu_start, 1),
-        "mean_return_last_100": recorder.mean_return,
-        "interrupted": interrupted,
-        "backend": config.backend, "num_actors": config.num_actors,
-        "unrolls_per_actor": list(getattr(actor, "unrolls_per_actor",
-                                          [learner.version])),
-        **_lag_summary(lags),
-        **_warm_rates(warm_start, loop_end, env_steps, learner.version),
-    }
-    with open(os.path.join(out_dir, "summary.json"), "w") as handle:
-        json.dump(summary, handle, indent=2)
-    return summary
+    return _write_summary(config, out_dir, worker_index, clock_start,
+                          loop.stats())
