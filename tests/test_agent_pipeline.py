@@ -56,35 +56,58 @@ def _tensorboard_tags(out):
     return tags
 
 
+# A run far longer than any test: it ends only by a signal.
+_ENDLESS = ("--num-envs", "4", "--unroll-length", "16", "--checkpoint-every",
+            "1", "--total-env-steps", "10000000", "--no-progress",
+            "--jit-compile", "false")
+
+
+def _start_training(out, *flags):
+    """`python -m tf_vtrace.agent train --out OUT FLAGS` in a subprocess
+    (faulthandler on: SIGABRT prints every thread's stack)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tf_vtrace.agent", "train", "--out", str(out),
+         *flags],
+        env=dict(ENV, PYTHONFAULTHANDLER="1"), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_checkpoint(process, out, number, timeout=240):
+    """Waits until checkpoint `number` (or a later one) of the running
+    `process` is on disk."""
+    deadline = time.time() + timeout
+    while _last_checkpoint(out) < number:
+        assert process.poll() is None, process.communicate()
+        assert time.time() < deadline, f"no checkpoint {number} within {timeout} s"
+        time.sleep(0.2)
+
+
+def _signal_and_wait(process, signum, timeout=240):
+    """Sends `signum`; `(stdout, stderr)` once the process has exited."""
+    process.send_signal(signum)
+    try:
+        # Writing the outputs after the signal includes a SavedModel export:
+        # tens of seconds on two loaded cores.
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)  # faulthandler prints every stack
+        stdout, stderr = process.communicate(timeout=60)
+        pytest.fail(f"no exit within {timeout} s of {signal.Signals(signum).name};"
+                    f" stacks:\n" + stderr[-8000:])
+
+
 def test_ctrl_c_leaves_curve_checkpoint_and_a_policy_that_acts(tmp_path):
     """SIGINT to a long run after its first updates: the run still writes its
     curve, a last checkpoint, the SavedModel and the summary; the SavedModel
     then plays CartPole in a fresh process."""
     out = tmp_path / "run"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tf_vtrace.agent", "train", "--out", str(out),
-         "--num-envs", "4", "--unroll-length", "16", "--checkpoint-every", "1",
-         "--total-env-steps", "10000000", "--no-progress",
-         "--jit-compile", "false"],
-        env=dict(ENV, PYTHONFAULTHANDLER="1"), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 240
+    process = _start_training(out, *_ENDLESS)
     # Wait until two updates are done (TensorBoard is written after the first).
-    while _last_checkpoint(out) < 2:
-        assert process.poll() is None, process.communicate()
-        assert time.time() < deadline, "no checkpoint within 240 s"
-        time.sleep(0.5)
-    process.send_signal(signal.SIGINT)
-    try:
-        # Writing the outputs after Ctrl-C includes a SavedModel export:
-        # tens of seconds on two loaded cores.
-        stdout, stderr = process.communicate(timeout=240)
-    except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGABRT)  # faulthandler prints every stack
-        stdout, stderr = process.communicate(timeout=60)
-        pytest.fail("no exit within 240 s of SIGINT; stacks:\n" + stderr[-8000:])
+    _wait_for_checkpoint(process, out, 2)
+    stdout, stderr = _signal_and_wait(process, signal.SIGINT)
     assert process.returncode == 130, stdout + stderr[-4000:]
     summary = _assert_outputs(out, interrupted=True)
+    assert summary["stop_signal"] == "SIGINT"
     assert 2 <= summary["learner_updates"] < 10000000 // 64
     assert {"episode/mean_return", "learner/rho_clipped_fraction",
             "learner/mean_rho", "learner/entropy", "learner/kl",
@@ -94,6 +117,23 @@ def test_ctrl_c_leaves_curve_checkpoint_and_a_policy_that_acts(tmp_path):
     result = json.loads(evaluation.strip().splitlines()[-1])
     assert result["episodes"] == 3
     assert all(1 <= r <= 500 for r in result["returns"])
+
+
+def test_sigterm_stops_like_ctrl_c(tmp_path):
+    """SIGTERM (a scheduler's preemption) to a long run: the update in
+    progress finishes, then the curve, a last checkpoint, the policy and the
+    summary are written, within the margin; the exit status is 128 + 15.
+    (SIGTERM to the whole process group, actor processes included, is in
+    tests/test_actor_restarts.py.)"""
+    out = tmp_path / "run"
+    process = _start_training(out, *_ENDLESS)
+    _wait_for_checkpoint(process, out, 2)
+    stdout, stderr = _signal_and_wait(process, signal.SIGTERM)
+    assert process.returncode == 143, stdout + stderr[-4000:]
+    summary = _assert_outputs(out, interrupted=True)
+    assert summary["stop_signal"] == "SIGTERM"
+    assert summary["learner_updates"] >= 2
+    assert _last_checkpoint(out) == summary["learner_updates"]
 
 
 def test_multi_discrete_path_trains_with_two_heads(tmp_path):

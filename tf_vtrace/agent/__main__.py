@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import json
 import os
+import signal
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -68,7 +69,10 @@ def main(argv=None):
         from tf_vtrace.agent.train import train
         summary = train(config, args.out, progress=not args.no_progress)
         print(json.dumps(summary))
-        return 130 if summary["interrupted"] else 0
+        if not summary["interrupted"]:
+            return 0
+        # The shell's convention: 128 + the signal's number.
+        return 128 + signal.Signals[summary["stop_signal"]].value
 
     from tf_vtrace.agent.evaluate import evaluate
     returns = evaluate(args.policy, args.episodes, greedy=not args.sampled,

@@ -47,7 +47,7 @@ from tf_vtrace.agent import envs
 __all__ = ["ProcessActors", "RayActors", "actor_seed_offset", "make_actors"]
 
 # A worker that does not exit on its own within this many seconds of `close`
-# is terminated.
+# is killed.
 _JOIN_TIMEOUT_S = 5.
 
 
@@ -201,8 +201,8 @@ class ProcessActors(_AsyncActors):
     """`config.num_actors` `LocalActor`s in worker processes (stdlib).
 
     Workers are started with the spawn method (a fresh interpreter: forking a
-    process that runs TensorFlow is unsafe), ignore Ctrl-C (the training loop
-    handles it and calls `close`), and exit when the pipe to this process
+    process that runs TensorFlow is unsafe), ignore Ctrl-C and SIGTERM (the
+    training loop handles them and calls `close`), and exit when the pipe to this process
     closes, so they do not outlive it. A worker's exception is raised here
     with its traceback.
 
@@ -261,13 +261,18 @@ class ProcessActors(_AsyncActors):
         return payload
 
     def close(self):
-        """Stops the workers (terminated if they do not exit in time)."""
+        """Stops the workers (killed if they do not exit in time)."""
         self._finalizer()
 
 
 def _process_worker(connection, config, seed_offset):
-    """A worker process: serves unroll requests until the pipe closes."""
+    """A worker process: serves unroll requests until the pipe closes.
+
+    Ctrl-C and SIGTERM are left to the training process (a terminal or a
+    scheduler may signal the whole process group): it finishes its update
+    and closes the pipe, which ends this loop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     actor = None
     try:
         actor = _RemoteActor(config, seed_offset)
@@ -299,10 +304,7 @@ def _stop_processes(connections, processes):
         connection.close()
     for process in processes:
         process.join(_JOIN_TIMEOUT_S)
-        if process.is_alive():
-            process.terminate()
-            process.join(_JOIN_TIMEOUT_S)
-        if process.is_alive():
+        if process.is_alive():  # Workers ignore SIGTERM: kill.
             process.kill()
             process.join()
 

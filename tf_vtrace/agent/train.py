@@ -25,9 +25,10 @@ In a multi-worker run every host runs this same loop with its own actors
 update in lockstep; the chief (task 0) writes into `out_dir`, worker i into
 ``out_dir/worker-i``.
 
-Ctrl-C stops the loop after the current update; the curve, a last
-checkpoint, the policy and the summary are still written. A second Ctrl-C
-raises KeyboardInterrupt at once.
+Ctrl-C (SIGINT) or SIGTERM (a scheduler's preemption) stops the loop after
+the current update; the curve, a last checkpoint, the policy and the summary
+(``interrupted``, ``stop_signal``) are still written. A second signal raises
+KeyboardInterrupt at once.
 """
 
 import collections
@@ -99,15 +100,20 @@ def _warm_rates(warm_start, end, env_steps, updates):
 
 
 @contextlib.contextmanager
-def _stop_on_sigint():
-    """An event set by the first Ctrl-C; a second one raises KeyboardInterrupt.
+def _stop_on_signals():
+    """A `_StopRequest` set by the first Ctrl-C (SIGINT) or SIGTERM; a second
+    one of either raises KeyboardInterrupt.
 
+    SIGTERM is what a cluster scheduler sends to preempt a job: it gets the
+    first Ctrl-C's clean stop (the update in progress finishes, then the
+    curve, a checkpoint, the policy and the summary are written).
     Why not let the first KeyboardInterrupt unwind the loop: raised while the
     main thread is inside a TensorFlow op, it once left the runtime hung in the
     next op (a clean-clone test run, stuck in a variable assign for 240 s).
-    Off the main thread (where handlers cannot be set) the event never fires.
+    Off the main thread (where handlers cannot be set) the request never
+    comes.
     """
-    stop = threading.Event()
+    stop = _StopRequest()
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
@@ -115,13 +121,22 @@ def _stop_on_sigint():
     def handler(signum, frame):
         if stop.is_set():
             raise KeyboardInterrupt
+        stop.signal_name = signal.Signals(signum).name
         stop.set()
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {signum: signal.signal(signum, handler)
+                for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield stop
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+class _StopRequest(threading.Event):
+    """Set when the run is asked to stop; `signal_name` says by what."""
+
+    signal_name = None
 
 
 def _progress_bar(config, enabled):
@@ -163,13 +178,13 @@ class _UpdateLoop:
             os.path.join(out_dir, "checkpoints"), max_to_keep=2)
         self.recorder = recording.Recorder(out_dir)
         self.bar = _progress_bar(config, progress)
-        self.env_steps, self.interrupted = 0, False
+        self.env_steps, self.interrupted, self.stop_signal = 0, False, None
         self.lags, self.warm_start = collections.Counter(), None
         self.loop_start = self.loop_end = None
 
     def run(self):
         self.loop_start = time.time()
-        with _stop_on_sigint() as stop:
+        with _stop_on_signals() as stop:
             try:
                 for _ in range(self.config.num_updates):
                     if stop.is_set():
@@ -177,8 +192,9 @@ class _UpdateLoop:
                     self._update()
             except KeyboardInterrupt:
                 self.interrupted = True
-                self.bar.write(
-                    "interrupted: writing the curve, a checkpoint and the policy")
+                self.stop_signal = stop.signal_name or "SIGINT"
+                self.bar.write(f"interrupted ({self.stop_signal}): writing the "
+                               "curve, a checkpoint and the policy")
             finally:
                 self._close()
 
@@ -217,6 +233,7 @@ class _UpdateLoop:
             "learner_updates": self.learner.version,
             "mean_return_last_100": self.recorder.mean_return,
             "interrupted": self.interrupted,
+            "stop_signal": self.stop_signal,
             "unrolls_per_actor": list(getattr(self.actor, "unrolls_per_actor",
                                               [self.learner.version])),
             **_lag_summary(self.lags),
@@ -238,6 +255,7 @@ def _write_summary(config, out_dir, worker_index, clock_start, loop_stats):
         "cpu_s": round(time.process_time() - cpu_start, 1),
         "mean_return_last_100": loop_stats.pop("mean_return_last_100"),
         "interrupted": loop_stats.pop("interrupted"),
+        "stop_signal": loop_stats.pop("stop_signal"),
         "backend": config.backend, "num_actors": config.num_actors,
         **loop_stats,
     }
