@@ -66,8 +66,16 @@ def main(argv=None):
             config = Config(**fields)
         except ValueError as error:
             parser.error(str(error))
-        from tf_vtrace.agent.train import train
-        summary = train(config, args.out, progress=not args.no_progress)
+        from tf_vtrace.agent import backends
+        from tf_vtrace.agent import train as train_lib
+        try:
+            summary = train_lib.train(config, args.out,
+                                      progress=not args.no_progress)
+        except (train_lib.NonFiniteUpdates, backends.ActorFailure) as error:
+            # The checkpoint, policy and summary.json are written.
+            print(f"error: {error}\n(checkpoint, policy and summary.json are "
+                  f"in {args.out})", file=sys.stderr)
+            return 1
         print(json.dumps(summary))
         if not summary["interrupted"]:
             return 0

@@ -44,7 +44,12 @@ import weakref
 from tf_vtrace.agent import actor as actor_lib
 from tf_vtrace.agent import envs
 
-__all__ = ["ProcessActors", "RayActors", "actor_seed_offset", "make_actors"]
+__all__ = ["ActorFailure", "ProcessActors", "RayActors", "actor_seed_offset",
+           "make_actors"]
+
+
+class ActorFailure(RuntimeError):
+    """An actor died or failed `Config.max_actor_failures` times in a row."""
 
 # A worker that does not exit on its own within this many seconds of `close`
 # is killed.

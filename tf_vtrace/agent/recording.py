@@ -4,7 +4,8 @@
   unroll, return, length);
 * ``tensorboard/``: scalars per learner update (every `every` updates): the
   recent mean return, the loss terms and diagnostics of `impala_loss`
-  (ρ clip fraction, mean ρ, entropy, KL), the policy lag, the throughput;
+  (ρ clip fraction, mean ρ, entropy, KL), the policy lag, the throughput,
+  the skipped (non-finite) updates and the actor restarts so far;
 * ``learning_curve.png``: the episode returns and their running mean against
   env steps (matplotlib, Agg backend, no display needed).
 """
@@ -104,9 +105,10 @@ class Recorder:
         """Mean return of the last 100 finished episodes (NaN before one)."""
         return float(np.mean(self.recent_returns)) if self.recent_returns else float("nan")
 
-    def record(self, env_steps, unroll, diagnostics, rates):
+    def record(self, env_steps, unroll, diagnostics, counters):
         """Logs one update: its unroll's finished episodes, the learner's
-        diagnostics and the throughput `rates` (a dict of floats)."""
+        diagnostics and the loop's `counters` (a dict of floats: throughput,
+        skipped updates, actor restarts)."""
         self.updates += 1
         for ret, length in zip(unroll["episode_returns"],
                                unroll["episode_lengths"]):
@@ -117,7 +119,7 @@ class Recorder:
         with self._writer.as_default(step=env_steps):
             if self.recent_returns:
                 tf.summary.scalar("episode/mean_return", self.mean_return)
-            for key, value in dict(diagnostics, **rates).items():
+            for key, value in dict(diagnostics, **counters).items():
                 tf.summary.scalar(f"learner/{key}", value)
 
     def close(self):

@@ -11,7 +11,9 @@ learner step on it. It writes into `out_dir`:
   every ``config.checkpoint_every`` updates and at the end;
 * ``policy/``: the SavedModel of `tf_vtrace.export.export_policy`;
 * ``summary.json``: env steps, updates, wall and process CPU seconds, the
-  final mean return, whether the run was interrupted; the actor backend and
+  final mean return, whether the run was interrupted (``stop_signal``) or
+  stopped by an error (``error``), the updates skipped because they were
+  non-finite (``skipped_updates``); the actor backend and
   its number of actors, the unrolls each actor gave, the measured policy lag
   (learner version − the unroll's policy version: mean, max and a count per
   value) and the loop's env steps/s and learner steps/s after the first
@@ -34,6 +36,7 @@ KeyboardInterrupt at once.
 import collections
 import contextlib
 import json
+import math
 import os
 import signal
 import threading
@@ -48,7 +51,21 @@ from tf_vtrace.agent import learner as learner_lib
 from tf_vtrace.agent import policy_lag
 from tf_vtrace.agent import recording
 
-__all__ = ["actor_learner_step", "train"]
+__all__ = ["NonFiniteUpdates", "actor_learner_step", "train"]
+
+
+class NonFiniteUpdates(RuntimeError):
+    """`Config.max_nonfinite_updates` learner updates in a row were skipped."""
+
+
+# Diagnostics that are not the update's own numbers (never tested).
+_BOOKKEEPING = ("policy_lag", "update_skipped")
+
+
+def _non_finite(diagnostics):
+    """The names of the diagnostics that are NaN or ±inf."""
+    return {key for key, value in diagnostics.items()
+            if key not in _BOOKKEEPING and not math.isfinite(value)}
 
 
 def actor_learner_step(actor, learner, history):
@@ -180,6 +197,10 @@ class _UpdateLoop:
         self.bar = _progress_bar(config, progress)
         self.env_steps, self.interrupted, self.stop_signal = 0, False, None
         self.lags, self.warm_start = collections.Counter(), None
+        self.error = None
+        # Updates skipped: in all, and the current streak with the names of
+        # its non-finite diagnostics.
+        self.skipped, self.streak, self.streak_names = 0, 0, set()
         self.loop_start = self.loop_end = None
 
     def run(self):
@@ -190,6 +211,9 @@ class _UpdateLoop:
                     if stop.is_set():
                         raise KeyboardInterrupt
                     self._update()
+            except (NonFiniteUpdates, backends.ActorFailure) as error:
+                self.error = error
+                self.bar.write(f"stopped: {error}")
             except KeyboardInterrupt:
                 self.interrupted = True
                 self.stop_signal = stop.signal_name or "SIGINT"
@@ -205,12 +229,14 @@ class _UpdateLoop:
                                                  self.history)
         self.env_steps += config.steps_per_update
         self.lags[int(diagnostics["policy_lag"])] += 1
+        self._count_skipped(diagnostics)
         self.warm_start = self.warm_start or (time.time(), self.env_steps,
                                               learner.version)
         elapsed = time.time() - self.loop_start
         rates = {"env_steps_per_s": self.env_steps / elapsed,
                  "learner_steps_per_s": learner.version / elapsed}
-        self.recorder.record(self.env_steps, unroll, diagnostics, rates)
+        self.recorder.record(self.env_steps, unroll, diagnostics,
+                             dict(rates, skipped_updates=self.skipped))
         self.bar.update(config.steps_per_update)
         self.bar.set_postfix(
             {"env/s": f"{rates['env_steps_per_s']:.0f}",
@@ -218,6 +244,23 @@ class _UpdateLoop:
              "return": f"{self.recorder.mean_return:.1f}"}, refresh=False)
         if learner.version % config.checkpoint_every == 0:
             self.checkpoints.save(learner.version)
+
+    def _count_skipped(self, diagnostics):
+        """Counts a skipped update; raises `NonFiniteUpdates` at the
+        `Config.max_nonfinite_updates`-th in a row."""
+        if not diagnostics["update_skipped"]:
+            self.streak, self.streak_names = 0, set()
+            return
+        self.skipped += 1
+        self.streak += 1
+        self.streak_names |= _non_finite(diagnostics)
+        if self.streak >= self.config.max_nonfinite_updates:
+            raise NonFiniteUpdates(
+                f"{self.streak} learner updates in a row were skipped "
+                f"(Config.max_nonfinite_updates={self.config.max_nonfinite_updates}):"
+                f" non-finite "
+                f"{', '.join(sorted(self.streak_names))}. The weights are "
+                f"those of learner update {self.learner.version}.")
 
     def _close(self):
         self.loop_end = time.time()
@@ -234,6 +277,8 @@ class _UpdateLoop:
             "mean_return_last_100": self.recorder.mean_return,
             "interrupted": self.interrupted,
             "stop_signal": self.stop_signal,
+            "error": None if self.error is None else str(self.error),
+            "skipped_updates": self.skipped,
             "unrolls_per_actor": list(getattr(self.actor, "unrolls_per_actor",
                                               [self.learner.version])),
             **_lag_summary(self.lags),
@@ -274,6 +319,13 @@ def train(config, out_dir, progress=True):
 
     Returns:
       The summary dict (also in ``summary.json``).
+
+    Raises:
+      NonFiniteUpdates: `Config.max_nonfinite_updates` updates in a row
+        were skipped.
+      tf_vtrace.agent.backends.ActorFailure: An actor failed
+        `Config.max_actor_failures` times in a row.
+      Both after the checkpoint, the policy and the summary are written.
     """
     # First: MultiWorkerMirroredStrategy must exist before any TF op.
     strategy = learner_lib.make_strategy(config)
@@ -289,5 +341,8 @@ def train(config, out_dir, progress=True):
         learner.model, os.path.join(out_dir, "policy"), actor.head_sizes,
         metadata={"env_id": config.env_id,
                   "max_episode_steps": config.max_episode_steps})
-    return _write_summary(config, out_dir, worker_index, clock_start,
-                          loop.stats())
+    summary = _write_summary(config, out_dir, worker_index, clock_start,
+                             loop.stats())
+    if loop.error is not None:
+        raise loop.error
+    return summary
