@@ -1,6 +1,8 @@
 """Faults a long run survives: non-finite updates are skipped (the weights,
 Adam's moments and its step counter untouched) and stop the run after too
-many in a row, with the checkpoint, policy and summary still written.
+many in a row, with the checkpoint, policy and summary still written; a run
+resumes from its newest checkpoint that restores, never from a broken one;
+a changed config is refused; a broken policy directory is named.
 
 NaN rewards come from a real CartPole wrapped to return NaN on some steps,
 registered with gymnasium here (the local backend: the env lives in this
@@ -17,7 +19,9 @@ import tensorflow as tf
 
 from tf_vtrace.agent import actor as actor_lib
 from tf_vtrace.agent import envs
+from tf_vtrace.agent import evaluate as evaluate_lib
 from tf_vtrace.agent import learner as learner_lib
+from tf_vtrace.agent import recording
 from tf_vtrace.agent import train as train_lib
 from tf_vtrace.agent.config import Config
 
@@ -132,3 +136,84 @@ def test_an_absurd_learning_rate_stops_the_run_and_names_the_diagnostics(tmp_pat
     assert all(np.isfinite(t).all() for t in tensors.values()), tensors.keys()
     weights = [t for name, t in tensors.items() if "_trainable_variables" in name]
     assert weights and max(np.abs(w).max() for w in weights) > 1e20  # blown up
+
+
+# --- Resume and checkpoints you can trust ------------------------------------
+
+RESUMABLE = Config(num_envs=2, unroll_length=8, total_env_steps=16 * 12,
+                   checkpoint_every=4, policy_lag=2, jit_compile=False)
+
+
+def _scalar_steps(out, tag):
+    """The env steps of every `tag` event, duplicates kept, in order."""
+    steps = []
+    for path in sorted(glob.glob(str(pathlib.Path(out) / "tensorboard" / "events.*"))):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            steps += [event.step for value in event.summary.value
+                      if value.tag == tag]
+    return steps
+
+
+def _episode_steps(out):
+    steps, _ = recording.read_episodes(str(pathlib.Path(out) / "episodes.csv"))
+    return steps
+
+
+def test_a_corrupted_checkpoint_is_never_restored(tmp_path):
+    """A finished run's newest checkpoint (update 12) gets a few bytes
+    overwritten: running `train` again restores update 8 instead (the
+    broken one is moved aside, not deleted), redoes updates 9 to 12, and
+    ends with the same updates, env steps, policy-lag counts and TensorBoard
+    events (update 10's, written before, is dropped and written again) as
+    the run had; episodes.csv is cut at update 8's env step and continues
+    from there. With every checkpoint broken the error names each."""
+    first = train_lib.train(RESUMABLE, str(tmp_path), progress=False)
+    checkpoints = tmp_path / "checkpoints"
+    data = checkpoints / "ckpt-12.data-00000-of-00001"
+    with open(data, "r+b") as handle:
+        handle.seek(data.stat().st_size // 2)
+        handle.write(b"\xff" * 8)
+    summary = train_lib.train(RESUMABLE, str(tmp_path), progress=False)
+    assert summary["resumed_at_update"] == 8
+    assert (checkpoints / "broken" / data.name).exists()
+    for key in ("learner_updates", "env_steps", "policy_lag_counts"):
+        assert summary[key] == first[key], key
+    assert sum(summary["unrolls_per_actor"]) == 12
+    assert _scalar_steps(tmp_path, "learner/loss") == [16, 160]
+    steps = _episode_steps(tmp_path)
+    assert (np.diff(steps) >= 0).all() and steps.max() <= 192
+    assert (steps <= 128).any() and (steps > 128).any()
+    # Truncated index of the newest, garbage in the data of the other.
+    (checkpoints / "ckpt-12.index").write_bytes(
+        (checkpoints / "ckpt-12.index").read_bytes()[:20])
+    (checkpoints / "ckpt-8.data-00000-of-00001").write_bytes(b"\0" * 64)
+    with pytest.raises(train_lib.RunDirectoryError,
+                       match=r"no usable checkpoint.*ckpt-12.*ckpt-8.*--restart"):
+        train_lib.train(RESUMABLE, str(tmp_path), progress=False)
+
+
+def test_a_changed_config_is_refused_and_restart_starts_over(tmp_path):
+    out = str(tmp_path)
+    train_lib.train(RESUMABLE.replace(total_env_steps=32), out, progress=False)
+    with pytest.raises(train_lib.RunDirectoryError,
+                       match=r"differing fields: seed: 0 there, 3 now; "
+                             r"total_env_steps: 32 there, 192 now"):
+        train_lib.train(RESUMABLE.replace(seed=3), out, progress=False)
+    assert json.loads((tmp_path / "summary.json").read_text())["env_steps"] == 32
+    (tmp_path / "notes.txt").write_text("mine")
+    summary = train_lib.train(RESUMABLE, out, progress=False, restart=True)
+    assert summary["resumed_at_update"] is None and summary["env_steps"] == 192
+    assert (tmp_path / "notes.txt").read_text() == "mine"  # not a run output
+    assert _scalar_steps(tmp_path, "learner/loss") == [16, 160]
+
+
+def test_evaluate_names_a_missing_or_broken_policy(tmp_path):
+    with pytest.raises(evaluate_lib.PolicyError,
+                       match=rf"{tmp_path}/nothing: no such policy directory"):
+        evaluate_lib.evaluate(str(tmp_path / "nothing"))
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "saved_model.pb").write_bytes(b"not a protobuf")
+    with pytest.raises(evaluate_lib.PolicyError,
+                       match=rf"{broken}: not a readable policy"):
+        evaluate_lib.evaluate(str(broken))

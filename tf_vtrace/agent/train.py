@@ -35,6 +35,7 @@ KeyboardInterrupt at once.
 
 import collections
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -45,13 +46,17 @@ import time
 import tensorflow as tf
 
 from tf_vtrace import export
+from tf_vtrace.agent import _run_dir
 from tf_vtrace.agent import backends
 from tf_vtrace.agent import envs
 from tf_vtrace.agent import learner as learner_lib
 from tf_vtrace.agent import policy_lag
 from tf_vtrace.agent import recording
 
-__all__ = ["NonFiniteUpdates", "actor_learner_step", "train"]
+__all__ = ["NonFiniteUpdates", "RunDirectoryError", "actor_learner_step",
+           "train"]
+
+RunDirectoryError = _run_dir.RunDirectoryError
 
 
 class NonFiniteUpdates(RuntimeError):
@@ -156,58 +161,92 @@ class _StopRequest(threading.Event):
     signal_name = None
 
 
-def _progress_bar(config, enabled):
+def _progress_bar(config, enabled, env_steps):
     from tqdm import tqdm
     return tqdm(total=config.num_updates * config.steps_per_update,
-                unit="step", unit_scale=True, disable=not enabled,
-                dynamic_ncols=True, desc=config.env_id)
+                initial=env_steps, unit="step", unit_scale=True,
+                disable=not enabled, dynamic_ncols=True, desc=config.env_id)
 
 
-def _open_run_dir(config, out_dir, strategy):
-    """`(run directory, worker index)`: the directory made, with its
-    ``config.json``; worker i of a multi-worker run writes into
-    ``out_dir/worker-i``."""
+def _open_run_dir(config, out_dir, strategy, restart):
+    """`(run directory, worker index, resumed)`: the directory ready, with
+    its ``config.json`` (see `tf_vtrace.agent._run_dir.prepare`); worker i
+    of a multi-worker run writes into ``out_dir/worker-i``."""
     worker_index = _worker_index(strategy)
     if worker_index:
         out_dir = os.path.join(out_dir, f"worker-{worker_index}")
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "config.json"), "w") as handle:
-        json.dump(config.to_dict(), handle, indent=2)
-    return out_dir, worker_index
+    return out_dir, worker_index, _run_dir.prepare(config, out_dir, restart)
+
+
+@dataclasses.dataclass
+class _Counters:
+    """What the loop has done, saved in every checkpoint (so a resumed run
+    continues them): loop updates (applied and skipped), env steps, skipped
+    updates, policy lags, and the unrolls and restarts of each actor in the
+    processes before this one."""
+
+    updates: int = 0
+    env_steps: int = 0
+    skipped: int = 0
+    lags: dict = dataclasses.field(default_factory=dict)
+    unrolls_before: list = None
+    restarts_before: list = None
+
+
+def _add(before, now):
+    """Per-actor counts of the earlier processes plus this one's."""
+    return [a + b for a, b in zip(before or [0] * len(now), now)]
 
 
 class _UpdateLoop:
     """The updates of one run and what they leave in the run directory.
 
-    `run` does the updates until the last one or the first Ctrl-C, then
+    Built, it restores the newest usable checkpoint of a resumed run (or
+    starts at update 0). `run` does the remaining updates until the last
+    one, the first Ctrl-C / SIGTERM or a stopping error (`error`), then
     (always) closes the progress bar, saves a last checkpoint, writes the
     curve and closes the actors. `stats` are the loop's numbers for the
     summary.
     """
 
-    def __init__(self, config, out_dir, actor, learner, progress):
-        self.config, self.actor, self.learner = config, actor, learner
+    def __init__(self, config, out_dir, learner, resumed):
+        self.config, self.out_dir, self.learner = config, out_dir, learner
+        self.resumed = resumed
+        self.checkpoints = _run_dir.Checkpoints(
+            os.path.join(out_dir, "checkpoints"), model=learner.model,
+            optimizer=learner.optimizer)
         self.history = policy_lag.WeightHistory(config.policy_lag)
-        self.history.push(learner.version, learner.get_weights())
-        self.checkpoints = tf.train.CheckpointManager(
-            tf.train.Checkpoint(model=learner.model,
-                                optimizer=learner.optimizer),
-            os.path.join(out_dir, "checkpoints"), max_to_keep=2)
-        self.recorder = recording.Recorder(out_dir)
-        self.bar = _progress_bar(config, progress)
-        self.env_steps, self.interrupted, self.stop_signal = 0, False, None
-        self.lags, self.warm_start = collections.Counter(), None
-        self.error = None
-        # Updates skipped: in all, and the current streak with the names of
-        # its non-finite diagnostics.
-        self.skipped, self.streak, self.streak_names = 0, 0, set()
-        self.loop_start = self.loop_end = None
+        self.start, blob = (self.checkpoints.restore_latest() if resumed
+                            else (0, None))
+        self.counters = _Counters()
+        if blob is None:
+            self.history.push(learner.version, learner.get_weights())
+        else:
+            state, kept = _run_dir.decode_state(blob)
+            self.counters = _Counters(**state)
+            for version, weights in kept:
+                self.history.push(version, weights)
+        self.lags = collections.Counter(
+            {int(k): n for k, n in self.counters.lags.items()})
+        self.interrupted, self.stop_signal, self.error = False, None, None
+        self.warm_start = self.loop_start = self.loop_end = None
+        # The current streak of skipped updates, and what was non-finite.
+        self.streak, self.streak_names = 0, set()
 
-    def run(self):
-        self.loop_start = time.time()
+    def run(self, actor, progress):
+        """Runs the updates left with `actor` (closed at the end)."""
+        self.actor, self.loop_start = actor, time.time()
+        counters = self.counters
+        self.recorder = recording.Recorder(
+            self.out_dir, resume=((counters.env_steps, counters.updates)
+                                  if self.resumed else None))
+        self.bar = _progress_bar(self.config, progress, counters.env_steps)
+        if self.resumed:
+            self.bar.write(f"resuming at update {counters.updates} "
+                           f"(env step {counters.env_steps})")
         with _stop_on_signals() as stop:
             try:
-                for _ in range(self.config.num_updates):
+                for _ in range(self.config.num_updates - counters.updates):
                     if stop.is_set():
                         raise KeyboardInterrupt
                     self._update()
@@ -224,26 +263,34 @@ class _UpdateLoop:
 
     def _update(self):
         """One actor-learner step, recorded, shown and checkpointed."""
-        config, learner = self.config, self.learner
+        config, learner, counters = self.config, self.learner, self.counters
         unroll, diagnostics = actor_learner_step(self.actor, learner,
                                                  self.history)
-        self.env_steps += config.steps_per_update
+        counters.updates += 1
+        counters.env_steps += config.steps_per_update
         self.lags[int(diagnostics["policy_lag"])] += 1
         self._count_skipped(diagnostics)
-        self.warm_start = self.warm_start or (time.time(), self.env_steps,
-                                              learner.version)
+        self.warm_start = self.warm_start or (
+            time.time(), counters.env_steps, counters.updates)
         elapsed = time.time() - self.loop_start
-        rates = {"env_steps_per_s": self.env_steps / elapsed,
-                 "learner_steps_per_s": learner.version / elapsed}
-        self.recorder.record(self.env_steps, unroll, diagnostics,
-                             dict(rates, skipped_updates=self.skipped))
+        rates = {"env_steps_per_s": (counters.env_steps - self.start_steps)
+                 / elapsed,
+                 "learner_steps_per_s": (counters.updates - self.start)
+                 / elapsed}
+        self.recorder.record(counters.env_steps, unroll, diagnostics,
+                             dict(rates, skipped_updates=counters.skipped,
+                                  actor_restarts=sum(self._restarts())))
         self.bar.update(config.steps_per_update)
         self.bar.set_postfix(
             {"env/s": f"{rates['env_steps_per_s']:.0f}",
              "learn/s": f"{rates['learner_steps_per_s']:.1f}",
              "return": f"{self.recorder.mean_return:.1f}"}, refresh=False)
-        if learner.version % config.checkpoint_every == 0:
-            self.checkpoints.save(learner.version)
+        if counters.updates % config.checkpoint_every == 0:
+            self._save()
+
+    @property
+    def start_steps(self):
+        return self.start * self.config.steps_per_update
 
     def _count_skipped(self, diagnostics):
         """Counts a skipped update; raises `NonFiniteUpdates` at the
@@ -251,39 +298,61 @@ class _UpdateLoop:
         if not diagnostics["update_skipped"]:
             self.streak, self.streak_names = 0, set()
             return
-        self.skipped += 1
+        self.counters.skipped += 1
         self.streak += 1
         self.streak_names |= _non_finite(diagnostics)
         if self.streak >= self.config.max_nonfinite_updates:
             raise NonFiniteUpdates(
                 f"{self.streak} learner updates in a row were skipped "
                 f"(Config.max_nonfinite_updates={self.config.max_nonfinite_updates}):"
-                f" non-finite "
-                f"{', '.join(sorted(self.streak_names))}. The weights are "
-                f"those of learner update {self.learner.version}.")
+                f" non-finite {', '.join(sorted(self.streak_names))}. The "
+                f"weights are those of learner update {self.learner.version}.")
+
+    def _unrolls(self):
+        return _add(self.counters.unrolls_before,
+                    list(getattr(self.actor, "unrolls_per_actor",
+                                 [self.counters.updates - self.start])))
+
+    def _restarts(self):
+        return _add(self.counters.restarts_before,
+                    list(getattr(self.actor, "restarts_per_actor", [0])))
+
+    def _save(self):
+        """Checkpoint number `updates`: weights, optimizer, loop state, after
+        what was recorded up to it is on disk."""
+        self.recorder.flush()
+        state = dataclasses.asdict(self.counters)
+        state.update(lags={str(k): n for k, n in self.lags.items()},
+                     unrolls_before=self._unrolls(),
+                     restarts_before=self._restarts())
+        self.checkpoints.save(
+            self.counters.updates,
+            _run_dir.encode_state(state, self.history.kept()))
 
     def _close(self):
         self.loop_end = time.time()
         self.bar.close()
-        self.checkpoints.save(self.learner.version)
+        self._save()
         self.recorder.close()
         self.actor.close()
 
     def stats(self):
         """The loop's part of the summary."""
+        counters, restarts = self.counters, self._restarts()
         return {
-            "env_steps": self.env_steps,
+            "env_steps": counters.env_steps,
             "learner_updates": self.learner.version,
             "mean_return_last_100": self.recorder.mean_return,
             "interrupted": self.interrupted,
             "stop_signal": self.stop_signal,
             "error": None if self.error is None else str(self.error),
-            "skipped_updates": self.skipped,
-            "unrolls_per_actor": list(getattr(self.actor, "unrolls_per_actor",
-                                              [self.learner.version])),
+            "skipped_updates": counters.skipped,
+            "resumed_at_update": self.start if self.resumed else None,
+            "unrolls_per_actor": self._unrolls(),
+            "actor_restarts": sum(restarts), "restarts_per_actor": restarts,
             **_lag_summary(self.lags),
-            **_warm_rates(self.warm_start, self.loop_end, self.env_steps,
-                          self.learner.version),
+            **_warm_rates(self.warm_start, self.loop_end, counters.env_steps,
+                          counters.updates),
         }
 
 
@@ -300,45 +369,55 @@ def _write_summary(config, out_dir, worker_index, clock_start, loop_stats):
         "cpu_s": round(time.process_time() - cpu_start, 1),
         "mean_return_last_100": loop_stats.pop("mean_return_last_100"),
         "interrupted": loop_stats.pop("interrupted"),
-        "stop_signal": loop_stats.pop("stop_signal"),
         "backend": config.backend, "num_actors": config.num_actors,
         **loop_stats,
     }
-    with open(os.path.join(out_dir, "summary.json"), "w") as handle:
+    path = os.path.join(out_dir, "summary.json")
+    with open(path + ".tmp", "w") as handle:
         json.dump(summary, handle, indent=2)
+    os.replace(path + ".tmp", path)
     return summary
 
 
-def train(config, out_dir, progress=True):
+def train(config, out_dir, progress=True, restart=False):
     """Trains an IMPALA agent; see the module doc for what it writes.
 
     Args:
       config: A `tf_vtrace.agent.config.Config` (validated when built).
-      out_dir: The run directory (created).
+      out_dir: The run directory (created). If it holds a run (a
+        ``config.json``), that run is resumed from its newest usable
+        checkpoint; its config must be `config`.
       progress: Show a progress bar (env steps/s, learner steps/s, return).
+      restart: Remove the outputs of a run in `out_dir` and start over.
 
     Returns:
       The summary dict (also in ``summary.json``).
 
     Raises:
+      RunDirectoryError: `out_dir` holds a run with another config, or no
+        usable checkpoint (before anything is written).
       NonFiniteUpdates: `Config.max_nonfinite_updates` updates in a row
         were skipped.
       tf_vtrace.agent.backends.ActorFailure: An actor failed
         `Config.max_actor_failures` times in a row.
-      Both after the checkpoint, the policy and the summary are written.
+      The last two after the checkpoint, the policy and the summary are
+      written.
     """
     # First: MultiWorkerMirroredStrategy must exist before any TF op.
     strategy = learner_lib.make_strategy(config)
-    out_dir, worker_index = _open_run_dir(config, out_dir, strategy)
+    out_dir, worker_index, resumed = _open_run_dir(config, out_dir, strategy,
+                                                   restart)
     clock_start = time.time(), time.process_time()
-    observation_space, _ = envs.env_spaces(config.env_id)
-    actor = backends.make_actors(config, worker_index=worker_index)
-    learner = learner_lib.Learner(config, observation_space, actor.head_sizes,
+    observation_space, action_space = envs.env_spaces(config.env_id)
+    head_sizes = envs.head_sizes(action_space)
+    learner = learner_lib.Learner(config, observation_space, head_sizes,
                                   strategy=strategy)
-    loop = _UpdateLoop(config, out_dir, actor, learner, progress)
-    loop.run()
+    loop = _UpdateLoop(config, out_dir, learner, resumed)
+    loop.run(backends.make_actors(config, worker_index=worker_index,
+                                  start_update=loop.counters.updates),
+             progress)
     export.export_policy(
-        learner.model, os.path.join(out_dir, "policy"), actor.head_sizes,
+        learner.model, os.path.join(out_dir, "policy"), head_sizes,
         metadata={"env_id": config.env_id,
                   "max_episode_steps": config.max_episode_steps})
     summary = _write_summary(config, out_dir, worker_index, clock_start,
