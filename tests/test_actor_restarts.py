@@ -65,7 +65,6 @@ def test_a_killed_actor_process_is_replaced_until_it_fails_twice_in_a_row():
     assert actor_pids(os.getpid()) == []
 
 
-@pytest.mark.slow
 def test_a_killed_ray_actor_is_replaced():
     """`ray.kill` on one of two Ray actors: the next collects replace it
     with one acting with the current weights; both give unrolls again."""
