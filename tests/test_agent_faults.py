@@ -10,7 +10,10 @@ process)."""
 import glob
 import json
 import math
+import os
 import pathlib
+import subprocess
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -217,3 +220,14 @@ def test_evaluate_names_a_missing_or_broken_policy(tmp_path):
     with pytest.raises(evaluate_lib.PolicyError,
                        match=rf"{broken}: not a readable policy"):
         evaluate_lib.evaluate(str(broken))
+
+
+def test_cli_evaluate_on_a_missing_policy_is_one_clear_line(tmp_path):
+    missing = tmp_path / "run" / "policy"
+    result = subprocess.run(
+        [sys.executable, "-m", "tf_vtrace.agent", "evaluate", str(missing)],
+        capture_output=True, text=True, timeout=240,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 2, result.stderr
+    assert f"error: {missing}: no such policy directory" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -103,18 +103,25 @@ def _signal_and_wait(process, signum, timeout=240, group=False):
                     f" stacks:\n" + stderr[-8000:])
 
 
+def _stop_after_two_updates(out, signum):
+    """`signum` to an endless run after its second checkpoint: the exit
+    status is 128 + signum, every output is written; returns the summary."""
+    process = _start_training(out, *_ENDLESS)
+    # Wait until two updates are done (TensorBoard is written after the first).
+    _wait_for_checkpoint(process, out, 2)
+    stdout, stderr = _signal_and_wait(process, signum)
+    assert process.returncode == 128 + signum, stdout + stderr[-4000:]
+    summary = _assert_outputs(out, interrupted=True)
+    assert summary["stop_signal"] == signal.Signals(signum).name
+    return summary
+
+
 def test_ctrl_c_leaves_curve_checkpoint_and_a_policy_that_acts(tmp_path):
     """SIGINT to a long run after its first updates: the run still writes its
     curve, a last checkpoint, the SavedModel and the summary; the SavedModel
     then plays CartPole in a fresh process."""
     out = tmp_path / "run"
-    process = _start_training(out, *_ENDLESS)
-    # Wait until two updates are done (TensorBoard is written after the first).
-    _wait_for_checkpoint(process, out, 2)
-    stdout, stderr = _signal_and_wait(process, signal.SIGINT)
-    assert process.returncode == 130, stdout + stderr[-4000:]
-    summary = _assert_outputs(out, interrupted=True)
-    assert summary["stop_signal"] == "SIGINT"
+    summary = _stop_after_two_updates(out, signal.SIGINT)
     assert 2 <= summary["learner_updates"] < 10000000 // 64
     assert {"episode/mean_return", "learner/rho_clipped_fraction",
             "learner/mean_rho", "learner/entropy", "learner/kl",
@@ -132,12 +139,7 @@ def test_sigterm_stops_like_ctrl_c(tmp_path):
     summary are written, within the margin; the exit status is 128 + 15.
     (SIGTERM to a whole process group, actor processes included: below.)"""
     out = tmp_path / "run"
-    process = _start_training(out, *_ENDLESS)
-    _wait_for_checkpoint(process, out, 2)
-    stdout, stderr = _signal_and_wait(process, signal.SIGTERM)
-    assert process.returncode == 143, stdout + stderr[-4000:]
-    summary = _assert_outputs(out, interrupted=True)
-    assert summary["stop_signal"] == "SIGTERM"
+    summary = _stop_after_two_updates(out, signal.SIGTERM)
     assert summary["learner_updates"] >= 2
     assert _last_checkpoint(out) == summary["learner_updates"]
 

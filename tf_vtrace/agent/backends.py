@@ -23,6 +23,14 @@ the learner; each one carries the ``policy_version`` it was acted with, and
 `Learner.step` reports the lag of every unroll (learner version − that
 version).
 
+An actor that dies (its process killed, `ray.kill`) or raises is replaced
+by a new one, seeded from (seed, learner version) as in
+`tf_vtrace.agent.actor.actor_seed`, that acts with the newest weights; the
+restarts are counted in ``restarts_per_actor``. At the
+`Config.max_actor_failures`-th failure of one actor in a row, `collect`
+raises `ActorFailure` with the actor's index and how it last ended (its
+traceback, or its exit code).
+
 Actor i of this host steps envs seeded from ``config.seed + offset`` with
 offset = (host index · num_actors + i) · num_envs, so no two envs share a
 seed, and actor 0 of host 0 is the same as the ``"local"`` backend.

@@ -7,8 +7,9 @@ learner step on it. It writes into `out_dir`:
 
 * ``config.json``, ``episodes.csv``, ``tensorboard/``, ``learning_curve.png``
   (see `tf_vtrace.agent.recording`);
-* ``checkpoints/``: a `tf.train.Checkpoint` of the network and the optimizer
-  every ``config.checkpoint_every`` updates and at the end;
+* ``checkpoints/``: a `tf.train.Checkpoint` of the network, the optimizer
+  and the loop's state (counters, the policy-lag weight history) every
+  ``config.checkpoint_every`` updates and at the end, the last two kept;
 * ``policy/``: the SavedModel of `tf_vtrace.export.export_policy`;
 * ``summary.json``: env steps, updates, wall and process CPU seconds, the
   final mean return, whether the run was interrupted (``stop_signal``) or
@@ -26,6 +27,15 @@ In a multi-worker run every host runs this same loop with its own actors
 (seeded by its task index, see `tf_vtrace.agent.backends`) and the learners
 update in lockstep; the chief (task 0) writes into `out_dir`, worker i into
 ``out_dir/worker-i``.
+
+`train` on a directory that holds a run resumes it from its newest usable
+checkpoint (`tf_vtrace.agent._run_dir`); ``restart=True`` starts over. An
+update whose loss or gradient norm is non-finite is skipped (see
+`tf_vtrace.agent.learner`) and counted; `Config.max_nonfinite_updates` in a
+row stop the run with `NonFiniteUpdates`. An actor that dies is replaced
+(`tf_vtrace.agent.backends`); `Config.max_actor_failures` failures of one
+in a row stop the run with `ActorFailure`. Either way the checkpoint, the
+policy and the summary are written first.
 
 Ctrl-C (SIGINT) or SIGTERM (a scheduler's preemption) stops the loop after
 the current update; the curve, a last checkpoint, the policy and the summary
