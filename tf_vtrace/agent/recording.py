@@ -159,8 +159,8 @@ def _truncate_episodes(path, env_steps):
     if os.path.exists(path):
         with open(path, newline="") as handle:
             for row in list(csv.reader(handle))[1:]:
-                try:
-                    steps, ret, length = float(row[0]), float(row[1]), int(row[2])
+                try:  # Every field of a complete row parses.
+                    steps, _, _ = float(row[0]), float(row[1]), int(row[2])
                 except (ValueError, IndexError):
                     break  # The cut-off last line.
                 if steps > env_steps:

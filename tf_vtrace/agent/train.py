@@ -53,8 +53,6 @@ import signal
 import threading
 import time
 
-import tensorflow as tf
-
 from tf_vtrace import export
 from tf_vtrace.agent import _run_dir
 from tf_vtrace.agent import backends
