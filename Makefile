@@ -49,7 +49,7 @@ BACKEND ?= local
 NUM_ACTORS ?= 1
 demo: venv-demo $(if $(filter ray,$(BACKEND)),venv-ray)
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_vtrace.agent train --env CartPole-v1 --out $(DEMO_OUT) \
-		--backend $(BACKEND) --num-actors $(NUM_ACTORS)
+		--backend $(BACKEND) --num-actors $(NUM_ACTORS) --restart
 	$(MAKE) --no-print-directory demo-eval
 
 demo-ray:

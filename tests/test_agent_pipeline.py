@@ -1,5 +1,5 @@
-"""The agent end to end: a bounded run writes every output, Ctrl-C still
-leaves them, the SavedModel acts in a fresh process; the multi-discrete and
+"""The agent end to end: a bounded run writes every output, Ctrl-C and
+SIGTERM still leave them, a SIGKILLed run resumes, the SavedModel acts in a fresh process; the multi-discrete and
 Atari paths run. The full learning run is `slow` (`make learn-full`)."""
 import glob
 import json
@@ -12,8 +12,10 @@ import time
 
 import numpy as np
 import pytest
+from process_tree import actor_pids
 
 from tf_vtrace.agent import envs
+from tf_vtrace.agent import recording
 from tf_vtrace.agent.config import Config
 from tf_vtrace.agent.train import train
 
@@ -56,35 +58,70 @@ def _tensorboard_tags(out):
     return tags
 
 
+# A run far longer than any test: it ends only by a signal.
+_ENDLESS = ("--num-envs", "4", "--unroll-length", "16", "--checkpoint-every",
+            "1", "--total-env-steps", "10000000", "--no-progress",
+            "--jit-compile", "false")
+
+
+def _start_training(out, *flags, own_group=False):
+    """`python -m tf_vtrace.agent train --out OUT FLAGS` in a subprocess
+    (faulthandler on: SIGABRT prints every thread's stack); `own_group`: in
+    a process group of its own (to be signalled as a whole)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tf_vtrace.agent", "train", "--out", str(out),
+         *flags],
+        env=dict(ENV, PYTHONFAULTHANDLER="1"), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=own_group)
+
+
+def _wait_for_checkpoint(process, out, number, timeout=240):
+    """Waits until checkpoint `number` (or a later one) of the running
+    `process` is on disk."""
+    deadline = time.time() + timeout
+    while _last_checkpoint(out) < number:
+        assert process.poll() is None, process.communicate()
+        assert time.time() < deadline, f"no checkpoint {number} within {timeout} s"
+        time.sleep(0.2)
+
+
+def _signal_and_wait(process, signum, timeout=240, group=False):
+    """Sends `signum` (to its process group: `group`); `(stdout, stderr)`
+    once the process has exited."""
+    if group:
+        os.killpg(process.pid, signum)
+    else:
+        process.send_signal(signum)
+    try:
+        # Writing the outputs after the signal includes a SavedModel export:
+        # tens of seconds on two loaded cores.
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)  # faulthandler prints every stack
+        stdout, stderr = process.communicate(timeout=60)
+        pytest.fail(f"no exit within {timeout} s of {signal.Signals(signum).name};"
+                    f" stacks:\n" + stderr[-8000:])
+
+
+def _stop_after_two_updates(out, signum):
+    """`signum` to an endless run after its second checkpoint: the exit
+    status is 128 + signum, every output is written; returns the summary."""
+    process = _start_training(out, *_ENDLESS)
+    # Wait until two updates are done (TensorBoard is written after the first).
+    _wait_for_checkpoint(process, out, 2)
+    stdout, stderr = _signal_and_wait(process, signum)
+    assert process.returncode == 128 + signum, stdout + stderr[-4000:]
+    summary = _assert_outputs(out, interrupted=True)
+    assert summary["stop_signal"] == signal.Signals(signum).name
+    return summary
+
+
 def test_ctrl_c_leaves_curve_checkpoint_and_a_policy_that_acts(tmp_path):
     """SIGINT to a long run after its first updates: the run still writes its
     curve, a last checkpoint, the SavedModel and the summary; the SavedModel
     then plays CartPole in a fresh process."""
     out = tmp_path / "run"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tf_vtrace.agent", "train", "--out", str(out),
-         "--num-envs", "4", "--unroll-length", "16", "--checkpoint-every", "1",
-         "--total-env-steps", "10000000", "--no-progress",
-         "--jit-compile", "false"],
-        env=dict(ENV, PYTHONFAULTHANDLER="1"), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 240
-    # Wait until two updates are done (TensorBoard is written after the first).
-    while _last_checkpoint(out) < 2:
-        assert process.poll() is None, process.communicate()
-        assert time.time() < deadline, "no checkpoint within 240 s"
-        time.sleep(0.5)
-    process.send_signal(signal.SIGINT)
-    try:
-        # Writing the outputs after Ctrl-C includes a SavedModel export:
-        # tens of seconds on two loaded cores.
-        stdout, stderr = process.communicate(timeout=240)
-    except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGABRT)  # faulthandler prints every stack
-        stdout, stderr = process.communicate(timeout=60)
-        pytest.fail("no exit within 240 s of SIGINT; stacks:\n" + stderr[-8000:])
-    assert process.returncode == 130, stdout + stderr[-4000:]
-    summary = _assert_outputs(out, interrupted=True)
+    summary = _stop_after_two_updates(out, signal.SIGINT)
     assert 2 <= summary["learner_updates"] < 10000000 // 64
     assert {"episode/mean_return", "learner/rho_clipped_fraction",
             "learner/mean_rho", "learner/entropy", "learner/kl",
@@ -94,6 +131,94 @@ def test_ctrl_c_leaves_curve_checkpoint_and_a_policy_that_acts(tmp_path):
     result = json.loads(evaluation.strip().splitlines()[-1])
     assert result["episodes"] == 3
     assert all(1 <= r <= 500 for r in result["returns"])
+
+
+def test_sigterm_stops_like_ctrl_c(tmp_path):
+    """SIGTERM (a scheduler's preemption) to a long run: the update in
+    progress finishes, then the curve, a last checkpoint, the policy and the
+    summary are written, within the margin; the exit status is 128 + 15.
+    (SIGTERM to a whole process group, actor processes included: below.)"""
+    out = tmp_path / "run"
+    summary = _stop_after_two_updates(out, signal.SIGTERM)
+    assert summary["learner_updates"] >= 2
+    assert _last_checkpoint(out) == summary["learner_updates"]
+
+
+def test_a_killed_actor_process_is_replaced_and_training_goes_on(tmp_path):
+    """Two actor processes; one is SIGKILLed (the OOM killer's way) after
+    checkpoint 2: a new one takes its place with the current weights, three
+    more checkpoints come, and SIGTERM to the whole process group (as a
+    scheduler sends it; the actors ignore it) still stops the run cleanly,
+    with the restart counted in summary.json and TensorBoard."""
+    out = tmp_path / "run"
+    process = _start_training(out, *_ENDLESS, "--backend", "process",
+                              "--num-actors", "2", own_group=True)
+    try:
+        _wait_for_checkpoint(process, out, 2)
+        victim = actor_pids(process.pid)[0]
+        os.kill(victim, signal.SIGKILL)
+        _wait_for_checkpoint(process, out, _last_checkpoint(out) + 3)
+        assert victim not in actor_pids(process.pid)
+        assert len(actor_pids(process.pid)) == 2
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise
+    stdout, stderr = _signal_and_wait(process, signal.SIGTERM, group=True)
+    assert process.returncode == 143, stdout + stderr[-4000:]
+    assert "failed, starting a new one" in stderr
+    summary = _assert_outputs(out, interrupted=True)
+    assert summary["actor_restarts"] == 1
+    assert sorted(summary["restarts_per_actor"]) == [0, 1]
+    assert sum(summary["unrolls_per_actor"]) == summary["learner_updates"]
+    assert "learner/actor_restarts" in _tensorboard_tags(out)
+
+
+def _scalar_steps(out, tag):
+    """The env steps of every `tag` event, duplicates kept."""
+    import tensorflow as tf
+    steps = []
+    for path in glob.glob(str(pathlib.Path(out) / "tensorboard" / "events.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            steps += [event.step for value in event.summary.value
+                      if value.tag == tag]
+    return sorted(steps)
+
+
+def test_a_killed_run_resumes_without_gap_or_overlap(tmp_path):
+    """A 40-update run SIGKILLed after its checkpoint 10 (of one every 5),
+    then the same command again: it resumes at the newest complete
+    checkpoint and ends as an uninterrupted run does: 40 updates, 1280 env
+    steps, a policy lag for each of the 40 unrolls, TensorBoard's loss
+    exactly once at each env step of the schedule (updates 1, 10, 20, 30,
+    40: nothing the killed process wrote after its checkpoint is left
+    twice), episodes.csv in order of env steps on both sides of the resume."""
+    out = tmp_path / "run"
+    flags = ("--num-envs", "2", "--unroll-length", "16", "--checkpoint-every",
+             "5", "--total-env-steps", str(40 * 32), "--no-progress",
+             "--jit-compile", "false")
+    process = _start_training(out, *flags)
+    _wait_for_checkpoint(process, out, 10)
+    assert process.poll() is None, "the run ended before it could be killed"
+    process.kill()
+    process.communicate(timeout=60)
+    killed_at = _last_checkpoint(out)
+    assert killed_at < 40
+
+    stdout = _agent("train", "--out", str(out), *flags)
+    assert "resuming at update" in stdout
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    # A checkpoint being written at the kill is not restored: the previous is.
+    assert summary["resumed_at_update"] in (killed_at, killed_at - 5), killed_at
+    assert summary["resumed_at_update"] >= 5
+    assert summary["learner_updates"] == 40 and summary["env_steps"] == 1280
+    assert sum(summary["policy_lag_counts"].values()) == 40
+    assert sum(summary["unrolls_per_actor"]) == 40
+    assert _scalar_steps(out, "learner/loss") == [32, 320, 640, 960, 1280]
+    steps, _ = recording.read_episodes(str(out / "episodes.csv"))
+    resumed_at = summary["resumed_at_update"] * 32
+    assert (np.diff(steps) >= 0).all() and steps.max() <= 1280
+    assert (steps <= resumed_at).any() and (steps > resumed_at).any()
+    assert (steps % 32 == 0).all()
 
 
 def test_multi_discrete_path_trains_with_two_heads(tmp_path):

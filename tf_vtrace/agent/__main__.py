@@ -4,7 +4,12 @@
     python -m tf_vtrace.agent evaluate runs/demo/policy --episodes 20
 
 `train` takes one ``--flag`` per `Config` field (``--no-correction`` for the
-ablation); a bad value is reported before anything starts. `evaluate` loads
+ablation); a bad value is reported before anything starts. Run again with
+the same ``--out``, it resumes that run (a different config is refused,
+naming the fields; ``--restart`` starts over). Exit status: 0 done, 1
+stopped by non-finite updates or failing actors (the checkpoint, policy and
+summary are written), 2 a bad config or run directory, 128 + the signal's
+number after Ctrl-C (130) or SIGTERM (143). `evaluate` loads
 the SavedModel and prints the mean return (greedy, and sampled with
 ``--sampled``), plus a JSON line.
 """
@@ -13,6 +18,7 @@ import argparse
 import dataclasses
 import json
 import os
+import signal
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -38,14 +44,20 @@ def _config_flags(parser, defaults):
             parser.add_argument(flag, type=type(default), default=default)
 
 
-def main(argv=None):
-    """Runs the command line; returns the exit status."""
+def _parser():
     from tf_vtrace.agent.config import Config
 
     parser = argparse.ArgumentParser(prog="python -m tf_vtrace.agent")
     commands = parser.add_subparsers(dest="command", required=True)
-    train_parser = commands.add_parser("train", help="train an IMPALA agent")
-    train_parser.add_argument("--out", required=True, help="run directory")
+    train_parser = commands.add_parser(
+        "train", help="train an IMPALA agent (resumes the run in --out)")
+    train_parser.add_argument(
+        "--out", required=True,
+        help="run directory; a run already there (same config) is resumed "
+             "from its newest usable checkpoint")
+    train_parser.add_argument(
+        "--restart", action="store_true",
+        help="remove the outputs of the run in --out and start over")
     train_parser.add_argument("--no-progress", action="store_true")
     train_parser.add_argument("--env", dest="env_id", help="alias of --env-id")
     _config_flags(train_parser, Config())
@@ -55,24 +67,46 @@ def main(argv=None):
     eval_parser.add_argument("--sampled", action="store_true",
                              help="sample actions instead of the greedy ones")
     eval_parser.add_argument("--seed", type=int, default=10_000)
-    args = parser.parse_args(argv)
+    return parser
 
-    if args.command == "train":
-        fields = {f.name: getattr(args, f.name) for f in dataclasses.fields(Config)}
-        if fields["env_id"] is None:
-            fields["env_id"] = Config.env_id
-        try:
-            config = Config(**fields)
-        except ValueError as error:
-            parser.error(str(error))
-        from tf_vtrace.agent.train import train
-        summary = train(config, args.out, progress=not args.no_progress)
-        print(json.dumps(summary))
-        return 130 if summary["interrupted"] else 0
 
-    from tf_vtrace.agent.evaluate import evaluate
-    returns = evaluate(args.policy, args.episodes, greedy=not args.sampled,
-                       seed=args.seed)
+def _train(parser, args):
+    from tf_vtrace.agent.config import Config
+
+    fields = {f.name: getattr(args, f.name) for f in dataclasses.fields(Config)}
+    if fields["env_id"] is None:
+        fields["env_id"] = Config.env_id
+    try:
+        config = Config(**fields)
+    except ValueError as error:
+        parser.error(str(error))
+    from tf_vtrace.agent import backends
+    from tf_vtrace.agent import train as train_lib
+    try:
+        summary = train_lib.train(config, args.out, restart=args.restart,
+                                  progress=not args.no_progress)
+    except train_lib.RunDirectoryError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except (train_lib.NonFiniteUpdates, backends.ActorFailure) as error:
+        print(f"error: {error}\n(the checkpoint, policy and summary.json are "
+              f"in {args.out})", file=sys.stderr)
+        return 1
+    print(json.dumps(summary))
+    if not summary["interrupted"]:
+        return 0
+    # The shell's convention: 128 + the signal's number.
+    return 128 + signal.Signals[summary["stop_signal"]].value
+
+
+def _evaluate(args):
+    from tf_vtrace.agent.evaluate import PolicyError, evaluate
+    try:
+        returns = evaluate(args.policy, args.episodes, greedy=not args.sampled,
+                           seed=args.seed)
+    except PolicyError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     mode = "sampled" if args.sampled else "greedy"
     print(f"{mode} policy, {len(returns)} episodes: mean return "
           f"{returns.mean():.1f} (min {returns.min():.0f}, max {returns.max():.0f})")
@@ -80,6 +114,15 @@ def main(argv=None):
                       "mean_return": float(returns.mean()),
                       "returns": returns.tolist()}))
     return 0
+
+
+def main(argv=None):
+    """Runs the command line; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "train":
+        return _train(parser, args)
+    return _evaluate(args)
 
 
 if __name__ == "__main__":

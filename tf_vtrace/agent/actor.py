@@ -41,7 +41,8 @@ import tensorflow as tf
 from tf_vtrace.agent import envs as envs_lib
 from tf_vtrace.agent import networks
 
-__all__ = ["ActorBackend", "LocalActor", "sample_actions", "UNROLL_KEYS"]
+__all__ = ["ActorBackend", "LocalActor", "UNROLL_KEYS", "actor_seed",
+           "sample_actions"]
 
 UNROLL_KEYS = (
     "observations", "actions", "behaviour_logits", "rewards", "discounts",
@@ -112,6 +113,28 @@ def _final_observations(next_observations, info):
     return final
 
 
+def actor_seed(config, seed_offset, start_update):
+    """The seed of an actor's envs and action sampling.
+
+    From the start of a run (`start_update` 0): ``config.seed +
+    seed_offset``, env i reset with that + i. An actor started at a later
+    update (a resumed run, a replaced actor) is seeded from the pair
+    (``config.seed + seed_offset``, `start_update`), so a run resumed at
+    update k continues the same way every time; its episodes start afresh
+    (the ones in progress when the old process stopped are not in
+    ``episodes.csv``).
+
+    Examples:
+      >>> from tf_vtrace.agent.config import Config
+      >>> actor_seed(Config(seed=3), 4, 0)
+      7
+    """
+    seed = config.seed + seed_offset
+    if start_update == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, start_update]).generate_state(1)[0])
+
+
 class LocalActor(ActorBackend):
     """Steps `config.num_envs` envs in this process, one batched policy call
     per step through a compiled function.
@@ -119,10 +142,12 @@ class LocalActor(ActorBackend):
     Args:
       config: A `tf_vtrace.agent.config.Config`.
       seed_offset: Added to `config.seed` (distinct actors, distinct seeds).
+      start_update: The learner update the actor starts at (seeds, see
+        `actor_seed`).
     """
 
-    def __init__(self, config, seed_offset=0):
-        seed = config.seed + seed_offset
+    def __init__(self, config, seed_offset=0, start_update=0):
+        seed = actor_seed(config, seed_offset, start_update)
         self.config = config
         self.envs, self._observations = envs_lib.make_vector_env(
             config.env_id, config.num_envs, seed, config.max_episode_steps)

@@ -23,6 +23,14 @@ the learner; each one carries the ``policy_version`` it was acted with, and
 `Learner.step` reports the lag of every unroll (learner version − that
 version).
 
+An actor that dies (its process killed, `ray.kill`) or raises is replaced
+by a new one, seeded from (seed, learner version) as in
+`tf_vtrace.agent.actor.actor_seed`, that acts with the newest weights; the
+restarts are counted in ``restarts_per_actor``. At the
+`Config.max_actor_failures`-th failure of one actor in a row, `collect`
+raises `ActorFailure` with the actor's index and how it last ended (its
+traceback, or its exit code).
+
 Actor i of this host steps envs seeded from ``config.seed + offset`` with
 offset = (host index · num_actors + i) · num_envs, so no two envs share a
 seed, and actor 0 of host 0 is the same as the ``"local"`` backend.
@@ -44,10 +52,15 @@ import weakref
 from tf_vtrace.agent import actor as actor_lib
 from tf_vtrace.agent import envs
 
-__all__ = ["ProcessActors", "RayActors", "actor_seed_offset", "make_actors"]
+__all__ = ["ActorFailure", "ProcessActors", "RayActors", "actor_seed_offset",
+           "make_actors"]
+
+
+class ActorFailure(RuntimeError):
+    """An actor died or failed `Config.max_actor_failures` times in a row."""
 
 # A worker that does not exit on its own within this many seconds of `close`
-# is terminated.
+# is killed.
 _JOIN_TIMEOUT_S = 5.
 
 
@@ -70,22 +83,25 @@ def actor_seed_offset(config, actor_index, worker_index=0):
     return (worker_index * config.num_actors + actor_index) * config.num_envs
 
 
-def make_actors(config, worker_index=0):
+def make_actors(config, worker_index=0, start_update=0):
     """The backend `config.backend` with `config.num_actors` actors.
 
     Args:
       config: A `tf_vtrace.agent.config.Config`.
       worker_index: This host's index in a multi-worker run (seeds, see the
         module doc).
+      start_update: The learner update the run starts at (a resumed run's;
+        seeds, see `tf_vtrace.agent.actor.actor_seed`).
 
     Returns:
       An `ActorBackend` with ``head_sizes`` and ``version`` attributes.
     """
     if config.backend == "local":
         return actor_lib.LocalActor(
-            config, seed_offset=actor_seed_offset(config, 0, worker_index))
+            config, seed_offset=actor_seed_offset(config, 0, worker_index),
+            start_update=start_update)
     backend = {"process": ProcessActors, "ray": RayActors}[config.backend]
-    return backend(config, worker_index=worker_index)
+    return backend(config, worker_index=worker_index, start_update=start_update)
 
 
 class _RemoteActor:
@@ -95,7 +111,7 @@ class _RemoteActor:
     thread per op pool and no GPU (the learner keeps the accelerators).
     """
 
-    def __init__(self, config, seed_offset):
+    def __init__(self, config, seed_offset, start_update=0):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import tensorflow as tf
         try:
@@ -104,7 +120,8 @@ class _RemoteActor:
             tf.config.threading.set_inter_op_parallelism_threads(1)
         except RuntimeError:  # TensorFlow already initialized in this process.
             pass
-        self._actor = actor_lib.LocalActor(config, seed_offset=seed_offset)
+        self._actor = actor_lib.LocalActor(config, seed_offset=seed_offset,
+                                           start_update=start_update)
 
     def unroll(self, weights, version):
         """Sets `weights` (unless None) of `version`, returns one unroll."""
@@ -132,13 +149,16 @@ class _AsyncActors(actor_lib.ActorBackend):
     side). `unrolls_per_actor` counts what each actor gave.
     """
 
-    def __init__(self, config):
+    def __init__(self, config, worker_index):
         self.config = config
+        self.worker_index = worker_index
         self.num_actors = config.num_actors
         _, action_space = envs.env_spaces(config.env_id)
         self.head_sizes = envs.head_sizes(action_space)
         self.version = 0
         self.unrolls_per_actor = [0] * self.num_actors
+        self.restarts_per_actor = [0] * self.num_actors
+        self._failures_in_a_row = [0] * self.num_actors
         self._weights = None
         self._held_versions = [None] * self.num_actors
         # Actor index -> request number, for the actors with an unroll in
@@ -158,7 +178,16 @@ class _AsyncActors(actor_lib.ActorBackend):
 
     @abc.abstractmethod
     def _receive(self, index):
-        """The finished unroll of actor `index` (raises the actor's error)."""
+        """The finished unroll of actor `index`; `_ActorDied` with the
+        actor's traceback or exit status if it failed."""
+
+    @abc.abstractmethod
+    def _start(self, index, start_update):
+        """Starts actor `index` (seeded for `start_update`), replacing a
+        failed one."""
+
+    def _seed_offset(self, index):
+        return actor_seed_offset(self.config, index, self.worker_index)
 
     def _request(self, index):
         fresh = self._held_versions[index] != self.version
@@ -188,89 +217,129 @@ class _AsyncActors(actor_lib.ActorBackend):
         for index in range(self.num_actors):
             if index not in self._in_flight:
                 self._request(index)
-        self._queue_ready()
-        index = self._ready.popleft()
-        unroll = self._receive(index)
-        del self._in_flight[index]
-        self.unrolls_per_actor[index] += 1
+        while True:
+            self._queue_ready()
+            index = self._ready.popleft()
+            try:
+                unroll = self._receive(index)
+            except _ActorDied as failure:
+                del self._in_flight[index]
+                self._replace(index, failure)
+                continue
+            del self._in_flight[index]
+            self.unrolls_per_actor[index] += 1
+            self._failures_in_a_row[index] = 0
+            self._request(index)
+            return unroll
+
+    def _replace(self, index, failure):
+        """Starts a new actor `index` with the current weights, or raises
+        `ActorFailure` at its `Config.max_actor_failures`-th failure in a
+        row."""
+        self._failures_in_a_row[index] += 1
+        if self._failures_in_a_row[index] >= self.config.max_actor_failures:
+            raise ActorFailure(
+                f"actor {index} failed {self._failures_in_a_row[index]} times "
+                f"in a row (Config.max_actor_failures="
+                f"{self.config.max_actor_failures}); the last time:\n{failure}")
+        print(f"actor {index} failed, starting a new one: {failure}",
+              file=sys.stderr)
+        self._start(index, self.version)
+        self.restarts_per_actor[index] += 1
+        self._held_versions[index] = None
         self._request(index)
-        return unroll
+
+
+class _ActorDied(Exception):
+    """One actor's failure: its traceback or how its process ended."""
 
 
 class ProcessActors(_AsyncActors):
     """`config.num_actors` `LocalActor`s in worker processes (stdlib).
 
     Workers are started with the spawn method (a fresh interpreter: forking a
-    process that runs TensorFlow is unsafe), ignore Ctrl-C (the training loop
-    handles it and calls `close`), and exit when the pipe to this process
-    closes, so they do not outlive it. A worker's exception is raised here
-    with its traceback.
+    process that runs TensorFlow is unsafe), ignore Ctrl-C and SIGTERM (the
+    training loop handles them and calls `close`), and exit when the pipe to this process
+    closes, so they do not outlive it. A worker that dies or raises is
+    replaced (see `_AsyncActors`).
 
     Args:
       config: A `tf_vtrace.agent.config.Config`.
       worker_index: This host's index in a multi-worker run.
     """
 
-    def __init__(self, config, worker_index=0):
-        super().__init__(config)
-        context = multiprocessing.get_context("spawn")
-        self._connections, self._processes = [], []
-        try:
-            for index in range(self.num_actors):
-                parent_end, child_end = context.Pipe()
-                process = context.Process(
-                    target=_process_worker, daemon=True,
-                    name=f"tf_vtrace-actor-{index}",
-                    args=(child_end, config,
-                          actor_seed_offset(config, index, worker_index)))
-                process.start()
-                child_end.close()
-                self._connections.append(parent_end)
-                self._processes.append(process)
-        finally:
-            # Runs at `close`, at garbage collection or at interpreter exit.
-            self._finalizer = weakref.finalize(
-                self, _stop_processes, self._connections, self._processes)
+    def __init__(self, config, worker_index=0, start_update=0):
+        super().__init__(config, worker_index)
+        self._context = multiprocessing.get_context("spawn")
+        self._connections = [None] * self.num_actors
+        self._processes = [None] * self.num_actors
+        # Runs at `close`, at garbage collection or at interpreter exit (it
+        # reads the lists when it runs: replaced workers are stopped too).
+        self._finalizer = weakref.finalize(
+            self, _stop_processes, self._connections, self._processes)
+        for index in range(self.num_actors):
+            self._start(index, start_update)
+
+    def _start(self, index, start_update):
+        if self._processes[index] is not None:  # A failed worker: end it.
+            _stop_processes([self._connections[index]],
+                            [self._processes[index]])
+        parent_end, child_end = self._context.Pipe()
+        process = self._context.Process(
+            target=_process_worker, daemon=True,
+            name=f"tf_vtrace-actor-{index}",
+            args=(child_end, self.config, self._seed_offset(index),
+                  start_update))
+        process.start()
+        child_end.close()
+        self._connections[index], self._processes[index] = parent_end, process
 
     def _submit(self, index, weights, version):
-        self._connections[index].send((weights, version))
+        try:
+            self._connections[index].send((weights, version))
+        except OSError:
+            pass  # A dead worker: its pipe reads as closed at `_receive`.
 
     def _poll(self, indices, block):
         connections = [self._connections[i] for i in indices]
         while True:
             ready = multiprocessing.connection.wait(
                 connections, timeout=1. if block else 0.)
+            # A dead worker whose pipe does not read as closed yet.
+            ready += [self._connections[i] for i in indices
+                      if not self._processes[i].is_alive()
+                      and self._connections[i] not in ready]
             if ready or not block:
                 return [indices[connections.index(c)] for c in ready]
-            for index in indices:
-                if not self._processes[index].is_alive():
-                    raise RuntimeError(
-                        f"actor process {index} exited (exit code "
-                        f"{self._processes[index].exitcode}).")
 
     def _receive(self, index):
         try:
             kind, payload = self._connections[index].recv()
-        except EOFError:
+        except (EOFError, OSError):
             self._processes[index].join(_JOIN_TIMEOUT_S)
-            raise RuntimeError(
-                f"actor process {index} exited (exit code "
-                f"{self._processes[index].exitcode}).") from None
+            raise _ActorDied(
+                f"actor process {index} (pid {self._processes[index].pid}) "
+                f"exited (exit code {self._processes[index].exitcode}).") from None
         if kind == "error":
-            raise RuntimeError(f"actor process {index} failed:\n{payload}")
+            raise _ActorDied(f"actor process {index} failed:\n{payload}")
         return payload
 
     def close(self):
-        """Stops the workers (terminated if they do not exit in time)."""
+        """Stops the workers (killed if they do not exit in time)."""
         self._finalizer()
 
 
-def _process_worker(connection, config, seed_offset):
-    """A worker process: serves unroll requests until the pipe closes."""
+def _process_worker(connection, config, seed_offset, start_update):
+    """A worker process: serves unroll requests until the pipe closes.
+
+    Ctrl-C and SIGTERM are left to the training process (a terminal or a
+    scheduler may signal the whole process group): it finishes its update
+    and closes the pipe, which ends this loop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     actor = None
     try:
-        actor = _RemoteActor(config, seed_offset)
+        actor = _RemoteActor(config, seed_offset, start_update)
         while True:
             request = connection.recv()
             if request is None:
@@ -299,10 +368,7 @@ def _stop_processes(connections, processes):
         connection.close()
     for process in processes:
         process.join(_JOIN_TIMEOUT_S)
-        if process.is_alive():
-            process.terminate()
-            process.join(_JOIN_TIMEOUT_S)
-        if process.is_alive():
+        if process.is_alive():  # Workers ignore SIGTERM: kill.
             process.kill()
             process.join()
 
@@ -349,8 +415,9 @@ class RayActors(_AsyncActors):
       num_cpus_per_actor: Ray CPUs each actor reserves.
     """
 
-    def __init__(self, config, worker_index=0, num_cpus_per_actor=1):
-        super().__init__(config)
+    def __init__(self, config, worker_index=0, start_update=0,
+                 num_cpus_per_actor=1):
+        super().__init__(config, worker_index)
         address = os.environ.get("RAY_ADDRESS")
         start_here = address is None and not _ray_initialized()
         ray = _import_ray(
@@ -366,13 +433,18 @@ class RayActors(_AsyncActors):
                 ray.init(num_cpus=self.num_actors * num_cpus_per_actor,
                          include_dashboard=False, log_to_driver=False,
                          _temp_dir=self._temp_dir)
-        remote_class = ray.remote(num_cpus=num_cpus_per_actor)(_RemoteActor)
-        self._actors = [
-            remote_class.remote(config,
-                                actor_seed_offset(config, index, worker_index))
-            for index in range(self.num_actors)]
+        self._remote_class = ray.remote(num_cpus=num_cpus_per_actor)(_RemoteActor)
+        self._actors = [None] * self.num_actors
+        for index in range(self.num_actors):
+            self._start(index, start_update)
         self._pending = {}
         self._weights_ref = None
+
+    def _start(self, index, start_update):
+        if self._actors[index] is not None:  # A failed actor: end it.
+            self._ray.kill(self._actors[index])
+        self._actors[index] = self._remote_class.remote(
+            self.config, self._seed_offset(index), start_update)
 
     def _submit(self, index, weights, version):
         if weights is not None:
@@ -390,7 +462,11 @@ class RayActors(_AsyncActors):
         return [indices[refs.index(ref)] for ref in ready]
 
     def _receive(self, index):
-        return self._ray.get(self._pending.pop(index))
+        errors = self._ray.exceptions
+        try:
+            return self._ray.get(self._pending.pop(index))
+        except (errors.RayActorError, errors.RayTaskError) as error:
+            raise _ActorDied(f"Ray actor {index}: {error}") from None
 
     def close(self):
         """Kills the actors; shuts down a Ray started by this backend."""

@@ -58,6 +58,13 @@ class Config:
         ``TF_CONFIG``); see `tf_vtrace.agent.learner.make_strategy`. The
         `num_envs` envs of an unroll are split evenly over this host's
         devices.
+      max_nonfinite_updates: Stop the run (with an error naming the
+        diagnostics) after this many learner updates in a row were skipped
+        because the loss or the gradient norm was non-finite.
+      max_actor_failures: Stop the run (with an error naming the actor and
+        its last traceback) when an actor of the ``"process"`` or ``"ray"``
+        backend has died or failed this many times in a row; fewer are
+        replaced by a fresh actor with the current weights.
     """
 
     env_id: str = "CartPole-v1"
@@ -80,6 +87,8 @@ class Config:
     backend: str = "local"
     num_actors: int = 1
     strategy: str = "none"
+    max_nonfinite_updates: int = 10
+    max_actor_failures: int = 3
 
     def __post_init__(self):
         def integer(field, minimum):
@@ -94,6 +103,8 @@ class Config:
         integer("checkpoint_every", 1)
         integer("seed", 0)
         integer("num_actors", 1)
+        integer("max_nonfinite_updates", 1)
+        integer("max_actor_failures", 1)
         _require(self.backend in BACKENDS, "backend", f"one of {BACKENDS}",
                  self.backend)
         _require(self.backend != "local" or self.num_actors == 1, "num_actors",

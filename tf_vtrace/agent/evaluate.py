@@ -6,13 +6,37 @@ exactly what was exported. Each of the `episodes` envs (seeds seed, seed + 1,
 """
 
 import json
+import os
 
 import numpy as np
 import tensorflow as tf
 
 from tf_vtrace.agent import envs as envs_lib
 
-__all__ = ["evaluate"]
+__all__ = ["PolicyError", "evaluate"]
+
+
+class PolicyError(ValueError):
+    """The policy directory is missing or not a readable exported policy."""
+
+
+def _load_policy(policy_path):
+    """`(policy, metadata)` of the SavedModel at `policy_path`, or a
+    `PolicyError` naming the path."""
+    if not os.path.isdir(policy_path):
+        raise PolicyError(f"{policy_path}: no such policy directory (a run "
+                          f"writes its policy into RUN_DIR/policy).")
+    try:
+        policy = tf.saved_model.load(policy_path)
+        metadata = json.loads(policy.metadata.numpy().decode())
+        policy.act  # noqa: B018 - the exported signature must be there.
+    except (tf.errors.OpError, OSError, ValueError, AttributeError,
+            KeyError) as error:
+        reason = (str(error).strip().splitlines() or [""])[0][:300]
+        raise PolicyError(
+            f"{policy_path}: not a readable policy exported by "
+            f"tf_vtrace.export_policy ({type(error).__name__}: {reason})") from None
+    return policy, metadata
 
 
 def evaluate(policy_path, episodes=20, greedy=True, seed=10_000, env_id=None):
@@ -27,9 +51,11 @@ def evaluate(policy_path, episodes=20, greedy=True, seed=10_000, env_id=None):
 
     Returns:
       A float64 numpy array of `episodes` returns.
+
+    Raises:
+      PolicyError: `policy_path` is missing or not a readable policy.
     """
-    policy = tf.saved_model.load(policy_path)
-    metadata = json.loads(policy.metadata.numpy().decode())
+    policy, metadata = _load_policy(policy_path)
     env_id = env_id or metadata["env_id"]
     tf.random.set_seed(seed)
     vector_env, observations = envs_lib.make_vector_env(

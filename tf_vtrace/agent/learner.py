@@ -4,7 +4,9 @@ The step runs the network over the T + 1 observations of B envs, computes the
 IMPALA loss with `tf_vtrace.impala.impala_loss` (time-limit truncations
 bootstrap from the learner's own V of the episode's final observation), and
 applies one Adam update (linear learning-rate decay to 0, global-norm
-gradient clipping).
+gradient clipping), unless the loss or the gradient norm is non-finite: then
+nothing changes (weights, Adam's moments, the step counter) and the
+diagnostics say ``update_skipped = 1``.
 
 Distribution (``config.strategy``, `make_strategy`): under
 `tf.distribute.MirroredStrategy` (devices of one host) or
@@ -225,11 +227,24 @@ class Learner:
         return loss, diagnostics, gradients
 
     def _apply(self, loss, diagnostics, gradients):
-        """One optimizer update; the diagnostics with the loss and ‖g‖."""
-        self.optimizer.apply_gradients(
-            zip(gradients, self.model.trainable_variables))
-        return dict(diagnostics, loss=loss,
-                    gradient_norm=tf.linalg.global_norm(gradients))
+        """One optimizer update unless the loss or ‖g‖ is non-finite; the
+        diagnostics with the loss, ‖g‖ and ``update_skipped`` (1: skipped).
+
+        The test is a `tf.cond` inside the compiled step: a skipped update
+        leaves the weights, Adam's moments and its step counter (the learner
+        version) as they were, at the cost of two reductions."""
+        gradient_norm = tf.linalg.global_norm(gradients)
+        finite = tf.logical_and(tf.math.is_finite(loss),
+                                tf.math.is_finite(gradient_norm))
+
+        def update():
+            self.optimizer.apply_gradients(
+                zip(gradients, self.model.trainable_variables))
+            return tf.constant(0.)
+
+        skipped = tf.cond(finite, update, lambda: tf.constant(1.))
+        return dict(diagnostics, loss=loss, gradient_norm=gradient_norm,
+                    update_skipped=skipped)
 
     def _train_step(self, *inputs):
         return self._apply(*self._loss_and_gradients(*inputs))

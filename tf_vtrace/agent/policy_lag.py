@@ -30,6 +30,11 @@ class WeightHistory:
         """Keeps `weights` (a list of numpy arrays) of learner `version`."""
         self._kept.append((int(version), weights))
 
+    def kept(self):
+        """The kept `(version, weights)`, oldest first (pushed again in
+        this order, they rebuild the history: a resumed run's)."""
+        return list(self._kept)
+
     def lagged(self):
         """`(version, weights)`: the newest weights at least `lag` updates old
         (the first ones while fewer updates have happened)."""

@@ -4,13 +4,15 @@
   unroll, return, length);
 * ``tensorboard/``: scalars per learner update (every `every` updates): the
   recent mean return, the loss terms and diagnostics of `impala_loss`
-  (ρ clip fraction, mean ρ, entropy, KL), the policy lag, the throughput;
+  (ρ clip fraction, mean ρ, entropy, KL), the policy lag, the throughput,
+  the skipped (non-finite) updates and the actor restarts so far;
 * ``learning_curve.png``: the episode returns and their running mean against
   env steps (matplotlib, Agg backend, no display needed).
 """
 
 import collections
 import csv
+import glob
 import os
 
 import numpy as np
@@ -85,28 +87,42 @@ class Recorder:
       out_dir: The run directory.
       every: Write TensorBoard scalars after the first update and every
         `every` updates.
+      resume: None: a new run (files written from scratch). Else
+        `(env_steps, updates)` of the checkpoint a run resumes from: what
+        ``episodes.csv`` and ``tensorboard/`` hold after that env step (the
+        work a killed process did after its last checkpoint, done again
+        now) is removed, and both continue from there.
     """
 
-    def __init__(self, out_dir, every=10):
+    def __init__(self, out_dir, every=10, resume=None):
         self.out_dir = out_dir
         self.every = every
         self.episodes_path = os.path.join(out_dir, "episodes.csv")
-        self._episodes_file = open(self.episodes_path, "w", newline="")
-        self._episodes = csv.writer(self._episodes_file)
-        self._episodes.writerow(["env_steps", "return", "length"])
-        self._writer = tf.summary.create_file_writer(
-            os.path.join(out_dir, "tensorboard"))
         self.recent_returns = collections.deque(maxlen=RECENT_EPISODES)
         self.updates = 0
+        if resume is None:
+            self._episodes_file = open(self.episodes_path, "w", newline="")
+            self._episodes = csv.writer(self._episodes_file)
+            self._episodes.writerow(["env_steps", "return", "length"])
+        else:
+            env_steps, self.updates = resume
+            kept = _truncate_episodes(self.episodes_path, env_steps)
+            self.recent_returns.extend(float(row[1]) for row in kept)
+            _truncate_events(os.path.join(out_dir, "tensorboard"), env_steps)
+            self._episodes_file = open(self.episodes_path, "a", newline="")
+            self._episodes = csv.writer(self._episodes_file)
+        self._writer = tf.summary.create_file_writer(
+            os.path.join(out_dir, "tensorboard"))
 
     @property
     def mean_return(self):
         """Mean return of the last 100 finished episodes (NaN before one)."""
         return float(np.mean(self.recent_returns)) if self.recent_returns else float("nan")
 
-    def record(self, env_steps, unroll, diagnostics, rates):
+    def record(self, env_steps, unroll, diagnostics, counters):
         """Logs one update: its unroll's finished episodes, the learner's
-        diagnostics and the throughput `rates` (a dict of floats)."""
+        diagnostics and the loop's `counters` (a dict of floats: throughput,
+        skipped updates, actor restarts)."""
         self.updates += 1
         for ret, length in zip(unroll["episode_returns"],
                                unroll["episode_lengths"]):
@@ -117,8 +133,15 @@ class Recorder:
         with self._writer.as_default(step=env_steps):
             if self.recent_returns:
                 tf.summary.scalar("episode/mean_return", self.mean_return)
-            for key, value in dict(diagnostics, **rates).items():
+            for key, value in dict(diagnostics, **counters).items():
                 tf.summary.scalar(f"learner/{key}", value)
+
+    def flush(self):
+        """Puts everything recorded so far on disk (before a checkpoint:
+        what a resumed run keeps must be there)."""
+        self._episodes_file.flush()
+        os.fsync(self._episodes_file.fileno())
+        self._writer.flush()
 
     def close(self):
         """Flushes everything and writes ``learning_curve.png``."""
@@ -127,3 +150,46 @@ class Recorder:
         self._writer.close()
         plot_learning_curve(self.episodes_path,
                             os.path.join(self.out_dir, "learning_curve.png"))
+
+
+def _truncate_episodes(path, env_steps):
+    """Keeps the complete rows of ``episodes.csv`` up to `env_steps` (a
+    killed process may have left a half-written last line); returns them."""
+    kept = []
+    if os.path.exists(path):
+        with open(path, newline="") as handle:
+            for row in list(csv.reader(handle))[1:]:
+                try:  # Every field of a complete row parses.
+                    steps, _, _ = float(row[0]), float(row[1]), int(row[2])
+                except (ValueError, IndexError):
+                    break  # The cut-off last line.
+                if steps > env_steps:
+                    break
+                kept.append(row)
+    with open(path + ".tmp", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["env_steps", "return", "length"])
+        writer.writerows(kept)
+    os.replace(path + ".tmp", path)
+    return kept
+
+
+def _truncate_events(directory, env_steps):
+    """Rewrites each TensorBoard events file in `directory` without the
+    events after step `env_steps` (and a record cut off by a kill)."""
+    for path in glob.glob(os.path.join(directory, "*tfevents*")):
+        if path.endswith(".tmp"):
+            os.remove(path)
+            continue
+        records = []
+        try:
+            for record in tf.data.TFRecordDataset(path):
+                record = record.numpy()
+                if tf.compat.v1.Event.FromString(record).step <= env_steps:
+                    records.append(record)
+        except tf.errors.DataLossError:
+            pass  # The cut-off last record.
+        with tf.io.TFRecordWriter(path + ".tmp") as writer:
+            for record in records:
+                writer.write(record)
+        os.replace(path + ".tmp", path)

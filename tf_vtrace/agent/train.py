@@ -7,11 +7,14 @@ learner step on it. It writes into `out_dir`:
 
 * ``config.json``, ``episodes.csv``, ``tensorboard/``, ``learning_curve.png``
   (see `tf_vtrace.agent.recording`);
-* ``checkpoints/``: a `tf.train.Checkpoint` of the network and the optimizer
-  every ``config.checkpoint_every`` updates and at the end;
+* ``checkpoints/``: a `tf.train.Checkpoint` of the network, the optimizer
+  and the loop's state (counters, the policy-lag weight history) every
+  ``config.checkpoint_every`` updates and at the end, the last two kept;
 * ``policy/``: the SavedModel of `tf_vtrace.export.export_policy`;
 * ``summary.json``: env steps, updates, wall and process CPU seconds, the
-  final mean return, whether the run was interrupted; the actor backend and
+  final mean return, whether the run was interrupted (``stop_signal``) or
+  stopped by an error (``error``), the updates skipped because they were
+  non-finite (``skipped_updates``); the actor backend and
   its number of actors, the unrolls each actor gave, the measured policy lag
   (learner version − the unroll's policy version: mean, max and a count per
   value) and the loop's env steps/s and learner steps/s after the first
@@ -25,29 +28,57 @@ In a multi-worker run every host runs this same loop with its own actors
 update in lockstep; the chief (task 0) writes into `out_dir`, worker i into
 ``out_dir/worker-i``.
 
-Ctrl-C stops the loop after the current update; the curve, a last
-checkpoint, the policy and the summary are still written. A second Ctrl-C
-raises KeyboardInterrupt at once.
+`train` on a directory that holds a run resumes it from its newest usable
+checkpoint (`tf_vtrace.agent._run_dir`); ``restart=True`` starts over. An
+update whose loss or gradient norm is non-finite is skipped (see
+`tf_vtrace.agent.learner`) and counted; `Config.max_nonfinite_updates` in a
+row stop the run with `NonFiniteUpdates`. An actor that dies is replaced
+(`tf_vtrace.agent.backends`); `Config.max_actor_failures` failures of one
+in a row stop the run with `ActorFailure`. Either way the checkpoint, the
+policy and the summary are written first.
+
+Ctrl-C (SIGINT) or SIGTERM (a scheduler's preemption) stops the loop after
+the current update; the curve, a last checkpoint, the policy and the summary
+(``interrupted``, ``stop_signal``) are still written. A second signal raises
+KeyboardInterrupt at once.
 """
 
 import collections
 import contextlib
+import dataclasses
 import json
+import math
 import os
 import signal
 import threading
 import time
 
-import tensorflow as tf
-
 from tf_vtrace import export
+from tf_vtrace.agent import _run_dir
 from tf_vtrace.agent import backends
 from tf_vtrace.agent import envs
 from tf_vtrace.agent import learner as learner_lib
 from tf_vtrace.agent import policy_lag
 from tf_vtrace.agent import recording
 
-__all__ = ["actor_learner_step", "train"]
+__all__ = ["NonFiniteUpdates", "RunDirectoryError", "actor_learner_step",
+           "train"]
+
+RunDirectoryError = _run_dir.RunDirectoryError
+
+
+class NonFiniteUpdates(RuntimeError):
+    """`Config.max_nonfinite_updates` learner updates in a row were skipped."""
+
+
+# Diagnostics that are not the update's own numbers (never tested).
+_BOOKKEEPING = ("policy_lag", "update_skipped")
+
+
+def _non_finite(diagnostics):
+    """The names of the diagnostics that are NaN or ±inf."""
+    return {key for key, value in diagnostics.items()
+            if key not in _BOOKKEEPING and not math.isfinite(value)}
 
 
 def actor_learner_step(actor, learner, history):
@@ -99,15 +130,20 @@ def _warm_rates(warm_start, end, env_steps, updates):
 
 
 @contextlib.contextmanager
-def _stop_on_sigint():
-    """An event set by the first Ctrl-C; a second one raises KeyboardInterrupt.
+def _stop_on_signals():
+    """A `_StopRequest` set by the first Ctrl-C (SIGINT) or SIGTERM; a second
+    one of either raises KeyboardInterrupt.
 
+    SIGTERM is what a cluster scheduler sends to preempt a job: it gets the
+    first Ctrl-C's clean stop (the update in progress finishes, then the
+    curve, a checkpoint, the policy and the summary are written).
     Why not let the first KeyboardInterrupt unwind the loop: raised while the
     main thread is inside a TensorFlow op, it once left the runtime hung in the
     next op (a clean-clone test run, stuck in a variable assign for 240 s).
-    Off the main thread (where handlers cannot be set) the event never fires.
+    Off the main thread (where handlers cannot be set) the request never
+    comes.
     """
-    stop = threading.Event()
+    stop = _StopRequest()
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
@@ -115,103 +151,285 @@ def _stop_on_sigint():
     def handler(signum, frame):
         if stop.is_set():
             raise KeyboardInterrupt
+        stop.signal_name = signal.Signals(signum).name
         stop.set()
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {signum: signal.signal(signum, handler)
+                for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield stop
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
-def _progress_bar(config, enabled):
+class _StopRequest(threading.Event):
+    """Set when the run is asked to stop; `signal_name` says by what."""
+
+    signal_name = None
+
+
+def _progress_bar(config, enabled, env_steps):
     from tqdm import tqdm
     return tqdm(total=config.num_updates * config.steps_per_update,
-                unit="step", unit_scale=True, disable=not enabled,
-                dynamic_ncols=True, desc=config.env_id)
+                initial=env_steps, unit="step", unit_scale=True,
+                disable=not enabled, dynamic_ncols=True, desc=config.env_id)
 
 
-def train(config, out_dir, progress=True):
-    """Trains an IMPALA agent; see the module doc for what it writes.
-
-    Args:
-      config: A `tf_vtrace.agent.config.Config` (validated when built).
-      out_dir: The run directory (created).
-      progress: Show a progress bar (env steps/s, learner steps/s, return).
-
-    Returns:
-      The summary dict (also in ``summary.json``).
-    """
-    # First: MultiWorkerMirroredStrategy must exist before any TF op.
-    strategy = learner_lib.make_strategy(config)
+def _open_run_dir(config, out_dir, strategy, restart):
+    """`(run directory, worker index, resumed)`: the directory ready, with
+    its ``config.json`` (see `tf_vtrace.agent._run_dir.prepare`); worker i
+    of a multi-worker run writes into ``out_dir/worker-i``."""
     worker_index = _worker_index(strategy)
     if worker_index:
         out_dir = os.path.join(out_dir, f"worker-{worker_index}")
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "config.json"), "w") as handle:
-        json.dump(config.to_dict(), handle, indent=2)
-    wall_start, cpu_start = time.time(), time.process_time()
-    observation_space, _ = envs.env_spaces(config.env_id)
-    actor = backends.make_actors(config, worker_index=worker_index)
-    learner = learner_lib.Learner(config, observation_space, actor.head_sizes,
-                                  strategy=strategy)
-    history = policy_lag.WeightHistory(config.policy_lag)
-    history.push(learner.version, learner.get_weights())
-    checkpoint = tf.train.CheckpointManager(
-        tf.train.Checkpoint(model=learner.model, optimizer=learner.optimizer),
-        os.path.join(out_dir, "checkpoints"), max_to_keep=2)
-    recorder = recording.Recorder(out_dir)
-    bar = _progress_bar(config, progress)
-    env_steps, interrupted, loop_start = 0, False, time.time()
-    lags, warm_start = collections.Counter(), None
-    with _stop_on_sigint() as stop:
-        try:
-            for _ in range(config.num_updates):
-                if stop.is_set():
-                    raise KeyboardInterrupt
-                unroll, diagnostics = actor_learner_step(actor, learner, history)
-                env_steps += config.steps_per_update
-                lags[int(diagnostics["policy_lag"])] += 1
-                warm_start = warm_start or (time.time(), env_steps, learner.version)
-                elapsed = time.time() - loop_start
-                rates = {"env_steps_per_s": env_steps / elapsed,
-                         "learner_steps_per_s": learner.version / elapsed}
-                recorder.record(env_steps, unroll, diagnostics, rates)
-                bar.update(config.steps_per_update)
-                bar.set_postfix({"env/s": f"{rates['env_steps_per_s']:.0f}",
-                                 "learn/s": f"{rates['learner_steps_per_s']:.1f}",
-                                 "return": f"{recorder.mean_return:.1f}"},
-                                refresh=False)
-                if learner.version % config.checkpoint_every == 0:
-                    checkpoint.save(learner.version)
-        except KeyboardInterrupt:
-            interrupted = True
-            bar.write("interrupted: writing the curve, a checkpoint and the policy")
-        finally:
-            loop_end = time.time()
-            bar.close()
-            checkpoint.save(learner.version)
-            recorder.close()
-            actor.close()
-    export.export_policy(
-        learner.model, os.path.join(out_dir, "policy"), actor.head_sizes,
-        metadata={"env_id": config.env_id,
-                  "max_episode_steps": config.max_episode_steps})
+    return out_dir, worker_index, _run_dir.prepare(config, out_dir, restart)
+
+
+@dataclasses.dataclass
+class _Counters:
+    """What the loop has done, saved in every checkpoint (so a resumed run
+    continues them): loop updates (applied and skipped), env steps, skipped
+    updates, policy lags, and the unrolls and restarts of each actor in the
+    processes before this one."""
+
+    updates: int = 0
+    env_steps: int = 0
+    skipped: int = 0
+    lags: dict = dataclasses.field(default_factory=dict)
+    unrolls_before: list = None
+    restarts_before: list = None
+
+
+def _add(before, now):
+    """Per-actor counts of the earlier processes plus this one's."""
+    return [a + b for a, b in zip(before or [0] * len(now), now)]
+
+
+class _UpdateLoop:
+    """The updates of one run and what they leave in the run directory.
+
+    Built, it restores the newest usable checkpoint of a resumed run (or
+    starts at update 0). `run` does the remaining updates until the last
+    one, the first Ctrl-C / SIGTERM or a stopping error (`error`), then
+    (always) closes the progress bar, saves a last checkpoint, writes the
+    curve and closes the actors. `stats` are the loop's numbers for the
+    summary.
+    """
+
+    def __init__(self, config, out_dir, learner, resumed):
+        self.config, self.out_dir, self.learner = config, out_dir, learner
+        self.resumed = resumed
+        self.checkpoints = _run_dir.Checkpoints(
+            os.path.join(out_dir, "checkpoints"), model=learner.model,
+            optimizer=learner.optimizer)
+        self.history = policy_lag.WeightHistory(config.policy_lag)
+        self.start, blob = (self.checkpoints.restore_latest() if resumed
+                            else (0, None))
+        self.counters = _Counters()
+        if blob is None:
+            self.history.push(learner.version, learner.get_weights())
+        else:
+            state, kept = _run_dir.decode_state(blob)
+            self.counters = _Counters(**state)
+            for version, weights in kept:
+                self.history.push(version, weights)
+        self.lags = collections.Counter(
+            {int(k): n for k, n in self.counters.lags.items()})
+        self.interrupted, self.stop_signal, self.error = False, None, None
+        self.warm_start = self.loop_start = self.loop_end = None
+        # The current streak of skipped updates, and what was non-finite.
+        self.streak, self.streak_names = 0, set()
+
+    def run(self, actor, progress):
+        """Runs the updates left with `actor` (closed at the end)."""
+        self.actor, self.loop_start = actor, time.time()
+        counters = self.counters
+        self.recorder = recording.Recorder(
+            self.out_dir, resume=((counters.env_steps, counters.updates)
+                                  if self.resumed else None))
+        self.bar = _progress_bar(self.config, progress, counters.env_steps)
+        if self.resumed:
+            self.bar.write(f"resuming at update {counters.updates} "
+                           f"(env step {counters.env_steps})")
+        with _stop_on_signals() as stop:
+            try:
+                for _ in range(self.config.num_updates - counters.updates):
+                    if stop.is_set():
+                        raise KeyboardInterrupt
+                    self._update()
+            except (NonFiniteUpdates, backends.ActorFailure) as error:
+                self.error = error
+                self.bar.write(f"stopped: {error}")
+            except KeyboardInterrupt:
+                self.interrupted = True
+                self.stop_signal = stop.signal_name or "SIGINT"
+                self.bar.write(f"interrupted ({self.stop_signal}): writing the "
+                               "curve, a checkpoint and the policy")
+            finally:
+                self._close()
+
+    def _update(self):
+        """One actor-learner step, recorded, shown and checkpointed."""
+        config, learner, counters = self.config, self.learner, self.counters
+        unroll, diagnostics = actor_learner_step(self.actor, learner,
+                                                 self.history)
+        counters.updates += 1
+        counters.env_steps += config.steps_per_update
+        self.lags[int(diagnostics["policy_lag"])] += 1
+        self._count_skipped(diagnostics)
+        self.warm_start = self.warm_start or (
+            time.time(), counters.env_steps, counters.updates)
+        elapsed = time.time() - self.loop_start
+        rates = {"env_steps_per_s": (counters.env_steps - self.start_steps)
+                 / elapsed,
+                 "learner_steps_per_s": (counters.updates - self.start)
+                 / elapsed}
+        self.recorder.record(counters.env_steps, unroll, diagnostics,
+                             dict(rates, skipped_updates=counters.skipped,
+                                  actor_restarts=sum(self._restarts())))
+        self.bar.update(config.steps_per_update)
+        self.bar.set_postfix(
+            {"env/s": f"{rates['env_steps_per_s']:.0f}",
+             "learn/s": f"{rates['learner_steps_per_s']:.1f}",
+             "return": f"{self.recorder.mean_return:.1f}"}, refresh=False)
+        if counters.updates % config.checkpoint_every == 0:
+            self._save()
+
+    @property
+    def start_steps(self):
+        return self.start * self.config.steps_per_update
+
+    def _count_skipped(self, diagnostics):
+        """Counts a skipped update; raises `NonFiniteUpdates` at the
+        `Config.max_nonfinite_updates`-th in a row."""
+        if not diagnostics["update_skipped"]:
+            self.streak, self.streak_names = 0, set()
+            return
+        self.counters.skipped += 1
+        self.streak += 1
+        self.streak_names |= _non_finite(diagnostics)
+        if self.streak >= self.config.max_nonfinite_updates:
+            raise NonFiniteUpdates(
+                f"{self.streak} learner updates in a row were skipped "
+                f"(Config.max_nonfinite_updates={self.config.max_nonfinite_updates}):"
+                f" non-finite {', '.join(sorted(self.streak_names))}. The "
+                f"weights are those of learner update {self.learner.version}.")
+
+    def _unrolls(self):
+        return _add(self.counters.unrolls_before,
+                    list(getattr(self.actor, "unrolls_per_actor",
+                                 [self.counters.updates - self.start])))
+
+    def _restarts(self):
+        return _add(self.counters.restarts_before,
+                    list(getattr(self.actor, "restarts_per_actor", [0])))
+
+    def _save(self):
+        """Checkpoint number `updates`: weights, optimizer, loop state, after
+        what was recorded up to it is on disk."""
+        self.recorder.flush()
+        state = dataclasses.asdict(self.counters)
+        state.update(lags={str(k): n for k, n in self.lags.items()},
+                     unrolls_before=self._unrolls(),
+                     restarts_before=self._restarts())
+        self.checkpoints.save(
+            self.counters.updates,
+            _run_dir.encode_state(state, self.history.kept()))
+
+    def _close(self):
+        self.loop_end = time.time()
+        self.bar.close()
+        self._save()
+        self.recorder.close()
+        self.actor.close()
+
+    def stats(self):
+        """The loop's part of the summary."""
+        counters, restarts = self.counters, self._restarts()
+        return {
+            "env_steps": counters.env_steps,
+            "learner_updates": self.learner.version,
+            "mean_return_last_100": self.recorder.mean_return,
+            "interrupted": self.interrupted,
+            "stop_signal": self.stop_signal,
+            "error": None if self.error is None else str(self.error),
+            "skipped_updates": counters.skipped,
+            "resumed_at_update": self.start if self.resumed else None,
+            "unrolls_per_actor": self._unrolls(),
+            "actor_restarts": sum(restarts), "restarts_per_actor": restarts,
+            **_lag_summary(self.lags),
+            **_warm_rates(self.warm_start, self.loop_end, counters.env_steps,
+                          counters.updates),
+        }
+
+
+def _write_summary(config, out_dir, worker_index, clock_start, loop_stats):
+    """Writes ``summary.json`` (see the module doc) and returns it."""
+    wall_start, cpu_start = clock_start
     summary = {
         "env_id": config.env_id, "seed": config.seed,
         "policy_lag": config.policy_lag, "correction": config.correction,
         "strategy": config.strategy, "worker_index": worker_index,
-        "env_steps": env_steps, "learner_updates": learner.version,
+        "env_steps": loop_stats.pop("env_steps"),
+        "learner_updates": loop_stats.pop("learner_updates"),
         "wall_s": round(time.time() - wall_start, 1),
         "cpu_s": round(time.process_time() - cpu_start, 1),
-        "mean_return_last_100": recorder.mean_return,
-        "interrupted": interrupted,
+        "mean_return_last_100": loop_stats.pop("mean_return_last_100"),
+        "interrupted": loop_stats.pop("interrupted"),
         "backend": config.backend, "num_actors": config.num_actors,
-        "unrolls_per_actor": list(getattr(actor, "unrolls_per_actor",
-                                          [learner.version])),
-        **_lag_summary(lags),
-        **_warm_rates(warm_start, loop_end, env_steps, learner.version),
+        **loop_stats,
     }
-    with open(os.path.join(out_dir, "summary.json"), "w") as handle:
+    path = os.path.join(out_dir, "summary.json")
+    with open(path + ".tmp", "w") as handle:
         json.dump(summary, handle, indent=2)
+    os.replace(path + ".tmp", path)
+    return summary
+
+
+def train(config, out_dir, progress=True, restart=False):
+    """Trains an IMPALA agent; see the module doc for what it writes.
+
+    Args:
+      config: A `tf_vtrace.agent.config.Config` (validated when built).
+      out_dir: The run directory (created). If it holds a run (a
+        ``config.json``), that run is resumed from its newest usable
+        checkpoint; its config must be `config`.
+      progress: Show a progress bar (env steps/s, learner steps/s, return).
+      restart: Remove the outputs of a run in `out_dir` and start over.
+
+    Returns:
+      The summary dict (also in ``summary.json``).
+
+    Raises:
+      RunDirectoryError: `out_dir` holds a run with another config, or no
+        usable checkpoint (before anything is written).
+      NonFiniteUpdates: `Config.max_nonfinite_updates` updates in a row
+        were skipped.
+      tf_vtrace.agent.backends.ActorFailure: An actor failed
+        `Config.max_actor_failures` times in a row.
+      The last two after the checkpoint, the policy and the summary are
+      written.
+    """
+    # First: MultiWorkerMirroredStrategy must exist before any TF op.
+    strategy = learner_lib.make_strategy(config)
+    out_dir, worker_index, resumed = _open_run_dir(config, out_dir, strategy,
+                                                   restart)
+    clock_start = time.time(), time.process_time()
+    observation_space, action_space = envs.env_spaces(config.env_id)
+    head_sizes = envs.head_sizes(action_space)
+    learner = learner_lib.Learner(config, observation_space, head_sizes,
+                                  strategy=strategy)
+    loop = _UpdateLoop(config, out_dir, learner, resumed)
+    loop.run(backends.make_actors(config, worker_index=worker_index,
+                                  start_update=loop.counters.updates),
+             progress)
+    export.export_policy(
+        learner.model, os.path.join(out_dir, "policy"), head_sizes,
+        metadata={"env_id": config.env_id,
+                  "max_episode_steps": config.max_episode_steps})
+    summary = _write_summary(config, out_dir, worker_index, clock_start,
+                             loop.stats())
+    if loop.error is not None:
+        raise loop.error
     return summary

@@ -1,0 +1,92 @@
+"""Dead actors are replaced: an actor process SIGKILLed (as by the OOM
+killer) or a Ray actor killed is started again with the current weights and
+the run goes on; the restarts are counted; `Config.max_actor_failures`
+failures of one actor in a row stop it with an `ActorFailure` naming the
+actor and how it ended. Real worker processes, real Ray on loopback."""
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from tf_vtrace.agent import actor, backends
+from tf_vtrace.agent.config import Config
+from process_tree import actor_pids
+
+
+def _weights(config):
+    return actor.LocalActor(config.replace(backend="local", num_actors=1)
+                            ).model.get_weights()
+
+
+def _kill_twice(first_pid, timeout=240):
+    """In a thread: SIGKILLs `first_pid`, then the next actor process this
+    process starts (its replacement), before it can give an unroll (it is
+    still importing TensorFlow)."""
+    def kill():
+        os.kill(first_pid, signal.SIGKILL)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            new = [pid for pid in actor_pids(os.getpid()) if pid != first_pid]
+            if new:
+                os.kill(new[0], signal.SIGKILL)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_killed_actor_process_is_replaced_until_it_fails_twice_in_a_row():
+    config = Config(num_envs=2, unroll_length=4, jit_compile=False,
+                    backend="process", num_actors=1, max_actor_failures=2)
+    weights = _weights(config)
+    actors = backends.make_actors(config)
+    try:
+        actors.set_weights(weights, 3)
+        actors.collect()
+        os.kill(actors._processes[0].pid, signal.SIGKILL)
+        actors.set_weights(weights, 4)
+        # Replaced; the new worker acts with the current weights.
+        assert int(actors.collect()["policy_version"]) == 4
+        assert actors.restarts_per_actor == [1]
+        # The unroll in between reset the count: two more deaths in a row.
+        killer = _kill_twice(actors._processes[0].pid)
+        with pytest.raises(backends.ActorFailure,
+                           match=r"(?s)actor 0 failed 2 times in a row .*"
+                                 r"max_actor_failures=2.*exit code -9"):
+            actors.collect()
+        killer.join(10)
+        assert actors.restarts_per_actor == [2]
+    finally:
+        actors.close()
+    assert actor_pids(os.getpid()) == []
+
+
+# 45 s alone, 142 s beside other tests on the loaded 2-core machine: `slow`
+# (the process backend's restart tests run by default).
+@pytest.mark.slow
+def test_a_killed_ray_actor_is_replaced():
+    """`ray.kill` on one of two Ray actors: the next collects replace it
+    with one acting with the current weights; both give unrolls again."""
+    config = Config(num_envs=2, unroll_length=4, jit_compile=False,
+                    backend="ray", num_actors=2)
+    weights = _weights(config)
+    actors = backends.make_actors(config)
+    try:
+        actors.set_weights(weights, 1)
+        actors.collect()
+        actors._ray.kill(actors._actors[0])
+        actors.set_weights(weights, 2)
+        before = list(actors.unrolls_per_actor)
+        deadline = time.time() + 180
+        while (actors.unrolls_per_actor[0] == before[0]
+               and time.time() < deadline):
+            unroll = actors.collect()
+        assert actors.restarts_per_actor == [1, 0]
+        assert actors.unrolls_per_actor[0] > before[0]
+        assert int(unroll["policy_version"]) == 2
+    finally:
+        actors.close()

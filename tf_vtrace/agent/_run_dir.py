@@ -1,0 +1,209 @@
+"""The run directory across processes: resume, restart, trusted checkpoints.
+
+A run directory with a ``config.json`` is resumed by `train` (`prepare`): the
+config must be the same (the differing fields are named otherwise), and the
+newest checkpoint that restores completely is the start (`Checkpoints`). A
+checkpoint that does not (cut short by a kill during the save, or corrupted:
+TensorFlow checks every tensor's CRC32C) is moved to ``checkpoints/broken/``
+and the previous one is tried; with none usable a `RunDirectoryError` says
+so. The loop's own state (counters, the policy-lag weight history) travels
+inside each checkpoint, in one string variable, so it is saved and restored
+with the weights or not at all.
+"""
+
+import glob
+import io
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+# What a run writes into its directory (`--restart` removes these only).
+OUTPUTS = ("config.json", "episodes.csv", "summary.json",
+           "learning_curve.png", "checkpoints", "tensorboard", "policy")
+
+
+class RunDirectoryError(RuntimeError):
+    """The run directory cannot be resumed (another config, no usable
+    checkpoint, outputs without a config)."""
+
+
+def prepare(config, out_dir, restart):
+    """Makes `out_dir` ready; returns whether the run there is resumed.
+
+    Args:
+      config: The run's `Config`.
+      out_dir: The run directory.
+      restart: Remove the outputs of a run there first (nothing else).
+
+    Raises:
+      RunDirectoryError: A run with another config is there, or outputs
+        without a ``config.json``.
+    """
+    config_path = os.path.join(out_dir, "config.json")
+    if restart:
+        _remove_outputs(out_dir)
+    elif os.path.exists(config_path):
+        _check_same_config(config, config_path)
+        return True
+    elif any(os.path.exists(os.path.join(out_dir, name)) for name in OUTPUTS):
+        raise RunDirectoryError(
+            f"{out_dir} holds outputs of a run but no config.json; pass "
+            f"--restart (restart=True) to start a new run there.")
+    os.makedirs(out_dir, exist_ok=True)
+    _write_atomically(config_path, json.dumps(config.to_dict(), indent=2))
+    return False
+
+
+def _remove_outputs(out_dir):
+    for name in OUTPUTS:
+        path = os.path.join(out_dir, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
+
+
+def _check_same_config(config, config_path):
+    with open(config_path) as handle:
+        saved = json.load(handle)
+    current = json.loads(json.dumps(config.to_dict()))  # tuples as lists
+    missing = "(absent)"
+    differing = [f"{key}: {saved.get(key, missing)!r} there, "
+                 f"{current.get(key, missing)!r} now"
+                 for key in sorted(set(saved) | set(current))
+                 if saved.get(key, missing) != current.get(key, missing)]
+    if differing:
+        raise RunDirectoryError(
+            f"{config_path} is the config of another run; differing fields: "
+            f"{'; '.join(differing)}. Resume with the same config, or pass "
+            f"--restart (restart=True) to start over.")
+
+
+def _write_atomically(path, text):
+    with open(path + ".tmp", "w") as handle:
+        handle.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def encode_state(state, history):
+    """Bytes of the loop's JSON `state` and its `(version, weights)` history."""
+    arrays = {f"history_{i}_{j}": weight for i, (_, weights) in
+              enumerate(history) for j, weight in enumerate(weights)}
+    header = dict(state, history=[(v, len(w)) for v, w in history])
+    buffer = io.BytesIO()
+    np.savez(buffer, state=np.array(json.dumps(header)), **arrays)
+    return buffer.getvalue()
+
+
+def decode_state(blob):
+    """`(state, history)` from `encode_state`'s bytes."""
+    with np.load(io.BytesIO(blob), allow_pickle=False) as arrays:
+        state = json.loads(str(arrays["state"]))
+        history = [(version, [arrays[f"history_{i}_{j}"] for j in range(n)])
+                   for i, (version, n) in enumerate(state.pop("history"))]
+    return state, history
+
+
+class Checkpoints:
+    """The run's checkpoints of `objects` plus the loop's state bytes.
+
+    Args:
+      directory: The ``checkpoints`` directory.
+      max_to_keep: Complete checkpoints kept.
+      **objects: What `tf.train.Checkpoint` tracks (network, optimizer).
+    """
+
+    def __init__(self, directory, max_to_keep=2, **objects):
+        self.directory = directory
+        self._state = tf.Variable(b"", dtype=tf.string, trainable=False)
+        self._objects = dict(objects, loop_state=self._state)
+        self._checkpoint = tf.train.Checkpoint(**self._objects)
+        self._max_to_keep = max_to_keep
+        self._manager = None
+        self.number = None  # Of the checkpoint last saved or restored.
+
+    def restore_latest(self):
+        """Restores the newest usable checkpoint; returns its number and
+        state bytes, `(0, None)` when there is none.
+
+        Raises:
+          RunDirectoryError: There are checkpoints but none is usable.
+        """
+        numbers = sorted(_checkpoint_numbers(self.directory), reverse=True)
+        failures = []
+        for number in numbers:
+            prefix = os.path.join(self.directory, f"ckpt-{number}")
+            try:
+                _read_every_tensor(prefix)
+                # A fresh `Checkpoint`: one that failed to restore keeps
+                # restores pending from the broken files.
+                tf.train.Checkpoint(**self._objects).restore(
+                    prefix).assert_existing_objects_matched()
+                blob = self._state.numpy()
+                decode_state(blob)
+            # What a broken file raises varies (OpError, IndexError from the
+            # reader of a short data file, ValueError, AssertionError ...).
+            except Exception as error:  # noqa: BLE001 - reported, not hidden.
+                reason = str(error).strip().splitlines()[0][:300]
+                failures.append(f"{prefix}: {type(error).__name__}: {reason}")
+                print(f"checkpoint {prefix} is not usable ({failures[-1]}); "
+                      f"moved to {self.directory}/broken/", file=sys.stderr)
+                self._move_broken(number)
+                continue
+            self.number = number
+            return number, blob
+        if failures:
+            raise RunDirectoryError(
+                f"no usable checkpoint in {self.directory}: "
+                f"{' | '.join(failures)}. Pass --restart (restart=True) to "
+                f"start over.")
+        return 0, None
+
+    def _move_broken(self, number):
+        broken = os.path.join(self.directory, "broken")
+        os.makedirs(broken, exist_ok=True)
+        for path in glob.glob(os.path.join(self.directory, f"ckpt-{number}.*")):
+            os.replace(path, os.path.join(broken, os.path.basename(path)))
+
+    def save(self, number, blob):
+        """Saves checkpoint `number` with the state bytes `blob` (once)."""
+        if number == self.number:
+            return
+        if self._manager is None:
+            self._manager = _manager(self._checkpoint, self.directory,
+                                     self._max_to_keep)
+        self._state.assign(blob)
+        self._manager.save(number)
+        self.number = number
+
+
+def _read_every_tensor(prefix):
+    """Reads every tensor of checkpoint `prefix` (TensorFlow checks each
+    one's CRC32C), before any variable is assigned from it."""
+    reader = tf.train.load_checkpoint(prefix)
+    for name in reader.get_variable_to_shape_map():
+        reader.get_tensor(name)
+
+
+def _checkpoint_numbers(directory):
+    """The numbers N of the ``ckpt-N.index`` files in `directory`."""
+    numbers = []
+    for path in glob.glob(os.path.join(directory, "ckpt-*.index")):
+        number = os.path.basename(path)[len("ckpt-"):-len(".index")]
+        if number.isdigit():
+            numbers.append(int(number))
+    return numbers
+
+
+def _manager(checkpoint, directory, max_to_keep):
+    """A `tf.train.CheckpointManager`; a corrupt ``checkpoint`` list file
+    (only an index of names, rewritten by each save) is removed first."""
+    try:
+        return tf.train.CheckpointManager(checkpoint, directory, max_to_keep)
+    except Exception:  # noqa: BLE001 - text_format's errors vary by version.
+        os.remove(os.path.join(directory, "checkpoint"))
+        return tf.train.CheckpointManager(checkpoint, directory, max_to_keep)
