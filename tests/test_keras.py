@@ -267,3 +267,8 @@ def test_fit_with_xla_compiled_train_step():
     history = model.fit(obs, pack_targets(**data), batch_size=B, epochs=3,
                         verbose=0).history
     assert np.isfinite(history["loss"]).all()
+
+
+def test_backup_and_restore_resumes_an_interrupted_fit_exactly(tmp_path):
+    import keras_resume
+    keras_resume.check_resume_matches_uninterrupted(str(tmp_path / "backup"))

@@ -5,6 +5,16 @@ import subprocess
 import sys
 import textwrap
 
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def _run_under_tf_keras(script_and_args, cwd):
+    """`python -c SCRIPT ARGS...` in a process where tf.keras is tf_keras."""
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, "-c", *script_and_args], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
 SCRIPT = textwrap.dedent("""
     import numpy as np
     import tensorflow as tf
@@ -79,8 +89,23 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_loss_metrics_layer_and_saving_under_tf_keras(tmp_path):
-    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = _run_under_tf_keras([SCRIPT], tmp_path)
     assert result.returncode == 0 and "LEGACY_OK" in result.stdout, (
+        result.stdout + result.stderr[-5000:])
+
+
+RESUME_SCRIPT = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import tensorflow as tf
+    assert tf.keras.__name__.startswith("tf_keras"), tf.keras.__name__
+    import keras_resume
+    keras_resume.check_resume_matches_uninterrupted("backup")
+    print("RESUME_OK")
+""")
+
+
+def test_backup_and_restore_resumes_an_interrupted_fit_exactly_under_tf_keras(tmp_path):
+    result = _run_under_tf_keras([RESUME_SCRIPT, TESTS], tmp_path)
+    assert result.returncode == 0 and "RESUME_OK" in result.stdout, (
         result.stdout + result.stderr[-5000:])
