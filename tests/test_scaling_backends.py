@@ -53,6 +53,15 @@ def test_backend_matches_local_actor(backend):
         assert versions.count(5) == num_actors and set(versions) <= {5, 9}, versions
 
 
+def _wait_until_every_unroll_is_ready(actors, timeout_s=120):
+    """Polls (without taking any) until every actor has an unroll ready: a
+    fixed sleep, however long unloaded, can end before a loaded actor is done."""
+    deadline = time.time() + timeout_s
+    while len(actors._poll(list(actors._in_flight), block=False)) < actors.num_actors:
+        assert time.time() < deadline, f"not every actor was ready within {timeout_s} s"
+        time.sleep(0.02)
+
+
 @pytest.mark.parametrize("backend", ["process", "ray"])
 def test_ready_unrolls_are_taken_oldest_first(backend):
     """A learner slower than its actors: every actor has an unroll ready at
@@ -79,8 +88,8 @@ def test_ready_unrolls_are_taken_oldest_first(backend):
         before = list(actors.unrolls_per_actor)
         lags = []
         for _ in range(rounds * num_actors):
-            # The "learner" takes far longer than an unroll of 4 steps.
-            time.sleep(0.3)
+            # The "learner" takes longer than an unroll of 4 steps.
+            _wait_until_every_unroll_is_ready(actors)
             lags.append(version - int(actors.collect()["policy_version"]))
             version += 1
             actors.set_weights(weights, version)
