@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from tf_vtrace.export import VTraceModule
 from tf_vtrace.impala import impala_loss
-from tolerances import rtol_for
+from tolerances import SUBPROCESS_TIMEOUT_S, rtol_for
 
 A = 4
 
@@ -71,7 +71,7 @@ def test_fresh_process_gives_the_live_numbers(tmp_path):
     result = subprocess.run(
         [sys.executable, "-c", LOADER, path, str(tmp_path / "data.npz"),
          str(tmp_path / "out.npz")], cwd=tmp_path, env=env, capture_output=True,
-        text=True, timeout=300)
+        text=True, timeout=SUBPROCESS_TIMEOUT_S)
     assert result.returncode == 0, result.stderr[-5000:]
     fresh = np.load(tmp_path / "out.npz")
     max_diff = 0.

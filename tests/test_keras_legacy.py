@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+from tolerances import SUBPROCESS_TIMEOUT_S
+
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -12,7 +14,8 @@ def _run_under_tf_keras(script_and_args, cwd):
     """`python -c SCRIPT ARGS...` in a process where tf.keras is tf_keras."""
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
     return subprocess.run([sys.executable, "-c", *script_and_args], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=300)
+                          env=env, capture_output=True, text=True,
+                          timeout=SUBPROCESS_TIMEOUT_S)
 
 
 SCRIPT = textwrap.dedent("""

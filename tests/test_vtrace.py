@@ -10,7 +10,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tf_vtrace
-from tolerances import assert_close_to_rounding, rtol_for
+from tolerances import SUBPROCESS_TIMEOUT_S, assert_close_to_rounding, rtol_for
 from vtrace_reference import categorical_log_probs, gae, vtrace_reference
 
 tfd = tfp.distributions
@@ -500,7 +500,8 @@ def test_first_call_inside_a_tf_function_then_eager(tmp_path):
         "print(float(graph(*args)[0, 0]),\n"
         "      float(tf_vtrace.from_importance_weights(*args).vs[0, 0]))\n")
     completed = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+        [sys.executable, str(script)], capture_output=True, text=True,
+        timeout=SUBPROCESS_TIMEOUT_S,
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert completed.returncode == 0, completed.stderr[-2000:]
     in_graph, eager = map(float, completed.stdout.split())

@@ -59,3 +59,10 @@ def assert_close_to_rounding(actual, desired, dtype, n_reduced=1, err_msg=""):
     np.testing.assert_allclose(actual, desired, rtol=rtol,
                                atol=rtol * float(np.abs(desired).max(initial=0.)),
                                err_msg=err_msg)
+
+
+# The limit on a test's subprocess (a fresh interpreter importing TensorFlow,
+# often compiling and training a little). It only turns a hang into a failure,
+# so it is far above any honest run: these take 5-60 s alone, and up to 243 s
+# were measured at a load average of 18 on 2 cores.
+SUBPROCESS_TIMEOUT_S = 900
