@@ -19,6 +19,7 @@ import pytest
 
 from tf_vtrace.agent import actor, backends
 from tf_vtrace.agent.config import Config
+from tolerances import SUBPROCESS_TIMEOUT_S
 
 
 @pytest.mark.parametrize("backend", ["process", "ray"])
@@ -116,7 +117,7 @@ def test_command_line_trains_with_two_actors(backend, tmp_path):
          "--backend", backend, "--num-actors", "2", "--num-envs", "4",
          "--unroll-length", "8", "--total-env-steps", str(updates * 32),
          "--jit-compile", "false", "--no-progress"],
-        capture_output=True, text=True, timeout=240,
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
     summary = json.loads((out / "summary.json").read_text())
