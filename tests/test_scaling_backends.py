@@ -19,7 +19,7 @@ import pytest
 
 from tf_vtrace.agent import actor, backends
 from tf_vtrace.agent.config import Config
-from tolerances import SUBPROCESS_TIMEOUT_S
+from tolerances import POLL_TIMEOUT_S, SUBPROCESS_TIMEOUT_S
 
 
 @pytest.mark.parametrize("backend", ["process", "ray"])
@@ -38,7 +38,7 @@ def test_backend_matches_local_actor(backend):
             remote.set_weights(weights, 9)
             # The second actor may still be starting TensorFlow while the
             # first serves many unrolls: wait for it, bounded in time.
-            versions, deadline = [], time.time() + 120
+            versions, deadline = [], time.time() + POLL_TIMEOUT_S
             while versions.count(5) < num_actors and time.time() < deadline:
                 versions.append(int(remote.collect()["policy_version"]))
         finally:
@@ -54,7 +54,7 @@ def test_backend_matches_local_actor(backend):
         assert versions.count(5) == num_actors and set(versions) <= {5, 9}, versions
 
 
-def _wait_until_every_unroll_is_ready(actors, timeout_s=120):
+def _wait_until_every_unroll_is_ready(actors, timeout_s=POLL_TIMEOUT_S):
     """Polls (without taking any) until every actor has an unroll ready: a
     fixed sleep, however long unloaded, can end before a loaded actor is done."""
     deadline = time.time() + timeout_s
@@ -81,7 +81,7 @@ def test_ready_unrolls_are_taken_oldest_first(backend):
     try:
         actors.set_weights(weights, version)
         # Warm-up: until every actor has started and given one unroll.
-        deadline = time.time() + 120
+        deadline = time.time() + POLL_TIMEOUT_S
         while min(actors.unrolls_per_actor) == 0 and time.time() < deadline:
             actors.collect()
             version += 1

@@ -66,3 +66,8 @@ def assert_close_to_rounding(actual, desired, dtype, n_reduced=1, err_msg=""):
 # so it is far above any honest run: these take 5-60 s alone, and up to 243 s
 # were measured at a load average of 18 on 2 cores.
 SUBPROCESS_TIMEOUT_S = 900
+
+# The limit on a polling wait for something seconds away when unloaded (an
+# actor process or Ray actor starting TensorFlow and giving its first
+# unroll): 120 s ran out at a load average of 15 on 2 cores.
+POLL_TIMEOUT_S = 600
