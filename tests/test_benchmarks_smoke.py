@@ -7,13 +7,16 @@ import pathlib
 import subprocess
 import sys
 
+from tolerances import SUBPROCESS_TIMEOUT_S
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def test_bench_core_quick_prints_table():
     completed = subprocess.run(
         [sys.executable, "-m", "benchmarks.bench_core", "--quick"],
-        capture_output=True, text=True, timeout=180, cwd=ROOT, check=False)
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, cwd=ROOT,
+        check=False)
     assert completed.returncode == 0, completed.stderr[-3000:]
     out = completed.stdout
     assert "median us per call" in out
@@ -32,7 +35,8 @@ def test_actor_backends_quick_prints_table(tmp_path):
     completed = subprocess.run(
         [sys.executable, "-m", "benchmarks.actor_backends",
          "--quick", "--settings", "local", "process:1", "--out", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, cwd=ROOT,
+        check=False)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "| backend | actors | env steps/s (with learner)" in completed.stdout
     assert "| local | 1 |" in completed.stdout

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 
+from tolerances import SUBPROCESS_TIMEOUT_S
+
 SCRIPT = textwrap.dedent("""
     import numpy as np
     import tensorflow as tf
@@ -109,7 +111,8 @@ SCRIPT = textwrap.dedent("""
 def test_mirrored_strategy_matches_one_device(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True,
+                            timeout=SUBPROCESS_TIMEOUT_S)
     assert result.returncode == 0 and "DISTRIBUTE_OK" in result.stdout, (
         result.stdout + result.stderr[-5000:])
     print(result.stdout)

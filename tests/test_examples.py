@@ -9,6 +9,7 @@ import sys
 import pytest
 
 import tf_vtrace
+from tolerances import SUBPROCESS_TIMEOUT_S
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # tf_vtrace.tf_agents needs TF-Agents under TF_USE_LEGACY_KERAS=1, a process-wide
@@ -29,7 +30,7 @@ def test_docstring_examples(module_name):
 def test_demo_computes_targets_on_cartpole():
     completed = subprocess.run(
         [sys.executable, os.path.join(ROOT, "examples", "vtrace_targets.py")],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S,
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert "importance ratios ρ" in completed.stdout

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from tf_vtrace.export import VTraceModule
 from tf_vtrace.impala import impala_loss
+from tolerances import SUBPROCESS_TIMEOUT_S, rtol_for
 
 A = 4
 
@@ -70,7 +71,7 @@ def test_fresh_process_gives_the_live_numbers(tmp_path):
     result = subprocess.run(
         [sys.executable, "-c", LOADER, path, str(tmp_path / "data.npz"),
          str(tmp_path / "out.npz")], cwd=tmp_path, env=env, capture_output=True,
-        text=True, timeout=300)
+        text=True, timeout=SUBPROCESS_TIMEOUT_S)
     assert result.returncode == 0, result.stderr[-5000:]
     fresh = np.load(tmp_path / "out.npz")
     max_diff = 0.
@@ -89,7 +90,11 @@ def test_fresh_process_gives_the_live_numbers(tmp_path):
                               entropy_cost=0.01, kl_cost=0.1,
                               reduction="masked_mean", pg_target="lambda_returns",
                               lambda_=0.9, clip_rho_threshold=1.5, alpha_=0.7)
-        np.testing.assert_allclose(live_loss["loss"], want, rtol=1e-6)
+        # Other ops in another order (one compiled signature against the
+        # eager function), float32: four signed terms per step over T·B steps.
+        steps, batch = args[5].shape
+        np.testing.assert_allclose(live_loss["loss"], want,
+                                   rtol=rtol_for(np.float32, 4 * steps * batch + steps))
     assert max_diff == 0.
 
 

@@ -75,6 +75,9 @@ def test_unreachable_ray_address_names_it(monkeypatch):
     (Ray alone retries for minutes)."""
     address = f"127.0.0.1:{_free_port()}"
     monkeypatch.setenv("RAY_ADDRESS", address)
+    # Import Ray first, as RayActors would (seconds on a loaded machine): the
+    # clock then times the connection attempt alone, refused in milliseconds.
+    backends._import_ray(loopback=True, start_here=False)
     start = time.time()
     with pytest.raises(ConnectionError, match=f"RAY_ADDRESS='{address}'"):
         backends.RayActors(Config(backend="ray", num_actors=1,

@@ -19,6 +19,7 @@ import pytest
 
 from tf_vtrace.agent import actor, backends
 from tf_vtrace.agent.config import Config
+from tolerances import POLL_TIMEOUT_S, SUBPROCESS_TIMEOUT_S
 
 
 @pytest.mark.parametrize("backend", ["process", "ray"])
@@ -37,7 +38,7 @@ def test_backend_matches_local_actor(backend):
             remote.set_weights(weights, 9)
             # The second actor may still be starting TensorFlow while the
             # first serves many unrolls: wait for it, bounded in time.
-            versions, deadline = [], time.time() + 120
+            versions, deadline = [], time.time() + POLL_TIMEOUT_S
             while versions.count(5) < num_actors and time.time() < deadline:
                 versions.append(int(remote.collect()["policy_version"]))
         finally:
@@ -51,6 +52,15 @@ def test_backend_matches_local_actor(backend):
                 if num_actors == 1:
                     np.testing.assert_allclose(have, want, atol=1e-6, err_msg=key)
         assert versions.count(5) == num_actors and set(versions) <= {5, 9}, versions
+
+
+def _wait_until_every_unroll_is_ready(actors, timeout_s=POLL_TIMEOUT_S):
+    """Polls (without taking any) until every actor has an unroll ready: a
+    fixed sleep, however long unloaded, can end before a loaded actor is done."""
+    deadline = time.time() + timeout_s
+    while len(actors._poll(list(actors._in_flight), block=False)) < actors.num_actors:
+        assert time.time() < deadline, f"not every actor was ready within {timeout_s} s"
+        time.sleep(0.02)
 
 
 @pytest.mark.parametrize("backend", ["process", "ray"])
@@ -71,7 +81,7 @@ def test_ready_unrolls_are_taken_oldest_first(backend):
     try:
         actors.set_weights(weights, version)
         # Warm-up: until every actor has started and given one unroll.
-        deadline = time.time() + 120
+        deadline = time.time() + POLL_TIMEOUT_S
         while min(actors.unrolls_per_actor) == 0 and time.time() < deadline:
             actors.collect()
             version += 1
@@ -79,8 +89,8 @@ def test_ready_unrolls_are_taken_oldest_first(backend):
         before = list(actors.unrolls_per_actor)
         lags = []
         for _ in range(rounds * num_actors):
-            # The "learner" takes far longer than an unroll of 4 steps.
-            time.sleep(0.3)
+            # The "learner" takes longer than an unroll of 4 steps.
+            _wait_until_every_unroll_is_ready(actors)
             lags.append(version - int(actors.collect()["policy_version"]))
             version += 1
             actors.set_weights(weights, version)
@@ -107,7 +117,7 @@ def test_command_line_trains_with_two_actors(backend, tmp_path):
          "--backend", backend, "--num-actors", "2", "--num-envs", "4",
          "--unroll-length", "8", "--total-env-steps", str(updates * 32),
          "--jit-compile", "false", "--no-progress"],
-        capture_output=True, text=True, timeout=240,
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
     summary = json.loads((out / "summary.json").read_text())

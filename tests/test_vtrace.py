@@ -10,6 +10,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tf_vtrace
+from tolerances import SUBPROCESS_TIMEOUT_S, assert_close_to_rounding, rtol_for
 from vtrace_reference import categorical_log_probs, gae, vtrace_reference
 
 tfd = tfp.distributions
@@ -78,9 +79,9 @@ def test_float32_matches_reference_to_float32_precision():
     vs, pg = vtrace_reference(**batch, clip_rho_threshold=3.7,
                               clip_pg_rho_threshold=2.2)
     assert out.vs.dtype == tf.float32
-    np.testing.assert_allclose(out.vs.numpy(), vs, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(out.pg_advantages.numpy(), pg, rtol=1e-5,
-                               atol=1e-5)
+    # A T = 20 step recursion in float32 against float64.
+    assert_close_to_rounding(out.vs.numpy(), vs, np.float32, n_reduced=20)
+    assert_close_to_rounding(out.pg_advantages.numpy(), pg, np.float32, n_reduced=20)
 
 
 def test_per_step_lambda():
@@ -482,7 +483,9 @@ def test_policy_gradient_step_inside_callers_tf_function(jit_compile):
     probs = tf.nn.softmax(target_logits).numpy()
     onehot = np.eye(probs.shape[-1])[batch["actions"].numpy()]
     expected = -advantages.numpy()[..., None] * (onehot - probs)
-    np.testing.assert_allclose(grad.numpy(), expected, rtol=1e-4, atol=1e-5)
+    # float32 on both sides; each element goes through one softmax over A.
+    assert_close_to_rounding(grad.numpy(), expected, np.float32,
+                             n_reduced=probs.shape[-1])
 
 
 def test_first_call_inside_a_tf_function_then_eager(tmp_path):
@@ -497,7 +500,8 @@ def test_first_call_inside_a_tf_function_then_eager(tmp_path):
         "print(float(graph(*args)[0, 0]),\n"
         "      float(tf_vtrace.from_importance_weights(*args).vs[0, 0]))\n")
     completed = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+        [sys.executable, str(script)], capture_output=True, text=True,
+        timeout=SUBPROCESS_TIMEOUT_S,
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert completed.returncode == 0, completed.stderr[-2000:]
     in_graph, eager = map(float, completed.stdout.split())
@@ -630,16 +634,20 @@ def test_mixed_dtypes_are_cast_to_values_dtype(values_dtype, other_dtype,
         clip_rho_threshold=tf.cast(threshold, values_dtype),
         clip_pg_rho_threshold=2.2)
     for field in ("vs", "pg_advantages"):
-        np.testing.assert_allclose(getattr(out, field).numpy(),
-                                   getattr(expected, field).numpy(),
-                                   rtol=1e-6 if mode == "jit" else 0, atol=0)
+        # Eagerly and in a tf.function, the same compiled kernel runs:
+        # bit-identical. Inside an outer XLA cluster it may be fused and
+        # reordered: rounding over the T = 9 steps.
+        np.testing.assert_allclose(
+            getattr(out, field).numpy(), getattr(expected, field).numpy(),
+            rtol=rtol_for(values_dtype.as_numpy_dtype, 9) if mode == "jit" else 0,
+            atol=0)
     # And against the reference on the inputs rounded to the lower dtype.
     low = tf.float32
     rounded = {k: tf.cast(tf.constant(v, low), tf.float64).numpy()
                for k, v in batch.items()}
     vs, _ = vtrace_reference(**rounded, lambda_=0.9, clip_rho_threshold=3.7,
                              clip_pg_rho_threshold=2.2)
-    np.testing.assert_allclose(out.vs.numpy(), vs, rtol=1e-5, atol=1e-5)
+    assert_close_to_rounding(out.vs.numpy(), vs, np.float32, n_reduced=9)
 
 
 def test_mixed_dtypes_give_the_same_result_eagerly_and_in_graphs():
@@ -650,8 +658,10 @@ def test_mixed_dtypes_give_the_same_result_eagerly_and_in_graphs():
                for mode in ("eager", "tf.function", "jit")]
     for result in results[1:]:
         assert result.vs.dtype == results[0].vs.dtype == tf.float32
-        np.testing.assert_allclose(result.vs.numpy(), results[0].vs.numpy(),
-                                   rtol=1e-6, atol=1e-6)
+        # The same kernel, maybe fused into an outer XLA cluster: rounding
+        # over the T = 9 steps.
+        assert_close_to_rounding(result.vs.numpy(), results[0].vs.numpy(),
+                                 np.float32, n_reduced=9)
 
 
 # --- Integer action dtypes ---------------------------------------------------
