@@ -1,6 +1,6 @@
 """Cost of the learner's non-finite guard (the `tf.cond` around the update).
 
-    .venv/bin/python benchmarks/learner_nonfinite_guard.py [--rounds 10]
+    .venv/bin/python -m benchmarks.experiments.learner_nonfinite_guard [--rounds 10]
 
 One `tf_vtrace.agent.learner.Learner` step on a CartPole unroll of the demo's
 shape (T=20, B=32, XLA on), with the guard (the library's step) and without
@@ -11,19 +11,17 @@ noise is shared; it prints the median ms per step of each and their ratio.
 
 import argparse
 import os
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from tf_vtrace.agent import actor as actor_lib  # noqa: E402
-from tf_vtrace.agent import envs  # noqa: E402
-from tf_vtrace.agent import learner as learner_lib  # noqa: E402
-from tf_vtrace.agent.config import Config  # noqa: E402
+from tf_vtrace.agent import actor as actor_lib
+from tf_vtrace.agent import envs
+from tf_vtrace.agent import learner as learner_lib
+from tf_vtrace.agent.config import Config
 
 
 class UnguardedLearner(learner_lib.Learner):
