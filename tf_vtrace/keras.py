@@ -24,9 +24,7 @@ import collections.abc
 
 import tensorflow as tf
 
-from tf_vtrace import _checks
-from tf_vtrace import _options
-from tf_vtrace import impala
+from tf_vtrace import _checks, _options, impala
 
 
 def _keras():
@@ -117,8 +115,8 @@ def pack_targets(actions, rewards, discounts, behaviour_policy_logits, *,
                 raise ValueError(
                     f"`{name}` must be [B, T] like `rewards` {rewards.shape}, got "
                     f"shape {column.shape}.")
-        logits = [_as_float(l, "behaviour_policy_logits")
-                  for l in _head_list(behaviour_policy_logits)]
+        logits = [_as_float(head_logits, "behaviour_policy_logits")
+                  for head_logits in _head_list(behaviour_policy_logits)]
         for head in logits:
             if head.shape.rank != 3:
                 raise ValueError(
