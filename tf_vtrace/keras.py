@@ -31,9 +31,9 @@ def _keras():
     """The Keras that `tf.keras` is: Keras 3, or tf_keras when
     TF_USE_LEGACY_KERAS=1 was set before TensorFlow was imported."""
     if _checks.legacy_keras_active():
-        import tf_keras  # pylint: disable=import-outside-toplevel
+        import tf_keras
         return tf_keras
-    import keras as keras3  # pylint: disable=import-outside-toplevel
+    import keras as keras3
     return keras3
 
 
@@ -218,7 +218,7 @@ class _VTraceOptionsOwner:
 
 
 def _read_only_option(name):
-    return property(lambda self: getattr(self._vtrace, name),  # pylint: disable=protected-access
+    return property(lambda self: getattr(self._vtrace, name),
                     doc=f"The `{name}` the targets are computed with.")
 
 
@@ -348,7 +348,7 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         # The loss alone: its compiled call skips the diagnostics' work.
-        return impala._loss_without_diagnostics(  # pylint: disable=protected-access
+        return impala._loss_without_diagnostics(
             self._unpack(y_true, y_pred), self._vtrace,
             self._costs(cross_replica=True))
 

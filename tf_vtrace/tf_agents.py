@@ -56,7 +56,6 @@ _INSTALL_HELP = (
     "(tf_keras).")
 
 try:
-    # pylint: disable=g-import-not-at-top
     from tf_agents.agents import data_converter, tf_agent
     from tf_agents.networks import network as tfa_network
     from tf_agents.policies import greedy_policy, tf_policy
