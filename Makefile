@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 RAY_STAMP := $(VENV)/.installed-ray
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv venv-demo venv-ray demo demo-ray demo-eval learn-full ablation test test-slow docs bench bench-core bench-scan bench-actors clean
+.PHONY: venv venv-demo venv-ray demo demo-ray demo-eval learn-full ablation lint test test-slow docs bench bench-core bench-scan bench-actors clean
 
 venv: $(STAMP)
 venv-demo: $(DEMO_STAMP)
@@ -66,7 +66,11 @@ learn-full: venv
 ablation: venv
 	$(PY) -m benchmarks.learning.agent_learning ablation --seeds 0 1 2 --lags 0 8 32
 
-test: venv
+# The linter (ruff.toml) first: a lint error fails `make test` and so CI.
+lint: venv
+	$(VENV)/bin/ruff check .
+
+test: venv lint
 	$(PY) -m pytest -q -n 2 tests
 
 test-slow: venv

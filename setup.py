@@ -32,7 +32,7 @@ setup(
         "numpy>=1.26,<2.4",
     ],
     extras_require={
-        "test": ["pytest", "hypothesis", "pytest-xdist", "gymnasium"],
+        "test": ["pytest", "hypothesis", "pytest-xdist", "gymnasium", "ruff"],
         "examples": ["gymnasium>=1.0,<1.5"],
         # What TF-Agents 0.19 really needs beside TF 2.21 (tf_vtrace.tf_agents).
         # tf-agents itself is installed with --no-deps (Makefile, README): its

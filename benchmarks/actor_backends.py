@@ -29,11 +29,11 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from tf_vtrace.agent import backends  # noqa: E402
-from tf_vtrace.agent import train as train_lib  # noqa: E402
-from tf_vtrace.agent.config import Config  # noqa: E402
+from tf_vtrace.agent import backends
+from tf_vtrace.agent import train as train_lib
+from tf_vtrace.agent.config import Config
 
 SETTINGS = ("local", "process:1", "process:2", "ray:1", "ray:2")
 # Actor-only waits this long at most for every actor to give its first unroll.
@@ -102,7 +102,7 @@ def table(records, settings):
         values = {m: [r[m] for r in records[setting]] for m in METRICS}
         med = medians[setting]
 
-        def cell(metric, digits=0):
+        def cell(metric, digits=0, values=values, med=med):
             low, high = min(values[metric]), max(values[metric])
             return (f"{med[metric]:.{digits}f} "
                     f"({low:.{digits}f}–{high:.{digits}f})")

@@ -17,6 +17,7 @@ warm-up (trace + compile) so machine noise is shared.
 """
 
 import argparse
+import functools
 import sys
 
 import numpy as np
@@ -39,8 +40,7 @@ def build_runners(workload, inputs):
     outputs = {name: impl_tf.to_numpy(call()) for name, call in calls.items()}
     reference_vs = outputs["tf.scan (no XLA)"][0]
     vs_diffs = {name: float(np.max(np.abs(out[0] - reference_vs))) for name, out in outputs.items()}
-    runners = {name: (lambda call: lambda n: harness.time_calls(call, n))(call)
-               for name, call in calls.items()}
+    runners = {name: functools.partial(harness.time_calls, call) for name, call in calls.items()}
     return runners, vs_diffs
 
 

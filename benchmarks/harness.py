@@ -13,6 +13,7 @@ It provides:
 """
 
 import argparse
+import functools
 import gc
 import os
 import statistics
@@ -119,8 +120,7 @@ def rounds_and_budget(doc, rounds, budget_s_per_round):
 
 def interleaved_call_medians(calls, rounds, budget_s_per_round):
     """`interleaved_medians` of in-process zero-argument calls, by name."""
-    runners = {name: (lambda call: lambda n: time_calls(call, n))(call)
-               for name, call in calls.items()}
+    runners = {name: functools.partial(time_calls, call) for name, call in calls.items()}
     return interleaved_medians(runners, rounds, budget_s_per_round)
 
 

@@ -29,7 +29,7 @@ def _load():
 
 
 def run(seed):
-    import keras_fit  # pylint: disable=import-outside-toplevel
+    import keras_fit
     load_before = _load()
     result = keras_fit.main(keras_fit.Args(seed=seed))
     result.update(load_before=load_before, load_after=_load(),
@@ -41,9 +41,9 @@ def run(seed):
 
 
 def report():
-    import matplotlib  # pylint: disable=import-outside-toplevel
+    import matplotlib
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    import matplotlib.pyplot as plt
     runs = [json.loads(p.read_text())
             for p in sorted(RESULTS.glob("keras_agent_seed*.json"))]
     (ROOT / "docs" / "keras_agent.json").write_text(json.dumps(runs, indent=1))

@@ -18,8 +18,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from benchmarks import harness
-from benchmarks import tf_baselines
+from benchmarks import harness, tf_baselines
 from benchmarks.peers import impl_tf
 
 SCANS = ("sequential", "associative")

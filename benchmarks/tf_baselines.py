@@ -54,7 +54,8 @@ def floor_pass(log_rhos, discounts, rewards, values, bootstrap_value):
     deltas = clipped_rhos * (rewards + discounts * values_tp1 - values)
     # One step of the recursion's arithmetic, reading a neighbour instead of
     # the accumulated future: the work per element matches, the chain does not.
-    vs = values + deltas + discounts * cs * _shift_in_bootstrap(deltas, tf.zeros_like(bootstrap_value))
+    vs = (values + deltas
+          + discounts * cs * _shift_in_bootstrap(deltas, tf.zeros_like(bootstrap_value)))
     vs_tp1 = _shift_in_bootstrap(vs, bootstrap_value)
     pg_advantages = tf.minimum(PG_RHO_BAR, rhos) * (rewards + discounts * vs_tp1 - values)
     return tf.stop_gradient(vs), tf.stop_gradient(pg_advantages)

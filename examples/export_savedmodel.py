@@ -14,10 +14,10 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from tf_vtrace.export import VTraceModule  # noqa: E402
+from tf_vtrace.export import VTraceModule
 
 RELOAD = """
 import sys, numpy as np, tensorflow as tf

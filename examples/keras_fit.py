@@ -26,16 +26,15 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import keras
+import numpy as np
+import tensorflow as tf
 
-from tf_vtrace.agent import envs, networks  # noqa: E402
-from tf_vtrace.agent.actor import LocalActor  # noqa: E402
-from tf_vtrace.agent.config import Config  # noqa: E402
-from tf_vtrace.keras import ImpalaLoss, impala_metrics  # noqa: E402
-from tf_vtrace.keras_training import (  # noqa: E402
-    ActorThread, SyncWeights, UnrollModel)
+from tf_vtrace.agent import envs, networks
+from tf_vtrace.agent.actor import LocalActor
+from tf_vtrace.agent.config import Config
+from tf_vtrace.keras import ImpalaLoss, impala_metrics
+from tf_vtrace.keras_training import ActorThread, SyncWeights, UnrollModel
 
 
 @dataclasses.dataclass
@@ -116,7 +115,8 @@ def num_updates(args):
     return epochs * args.steps_per_epoch
 
 
-def main(args=Args()):
+def main(args=None):
+    args = args or Args()
     actor, network, model = build(args)
     epochs = num_updates(args) // args.steps_per_epoch
     start = time.time()

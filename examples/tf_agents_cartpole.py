@@ -26,20 +26,24 @@ import time
 os.environ["TF_USE_LEGACY_KERAS"] = "1"  # before TensorFlow is imported
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import gym  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tf_keras  # noqa: E402
-from tf_agents.drivers import dynamic_step_driver  # noqa: E402
-from tf_agents.environments import batched_py_environment  # noqa: E402
-from tf_agents.environments import suite_gym  # noqa: E402
-from tf_agents.environments import tf_py_environment  # noqa: E402
-from tf_agents.metrics import tf_metrics  # noqa: E402
-from tf_agents.networks import actor_distribution_network  # noqa: E402
-from tf_agents.networks import value_network  # noqa: E402
-from tf_agents.replay_buffers import tf_uniform_replay_buffer  # noqa: E402
-from tf_agents.utils import common  # noqa: E402
+import gym
+import tensorflow as tf
+import tf_keras
+from tf_agents.drivers import dynamic_step_driver
+from tf_agents.environments import (
+    batched_py_environment,
+    suite_gym,
+    tf_py_environment,
+)
+from tf_agents.metrics import tf_metrics
+from tf_agents.networks import (
+    actor_distribution_network,
+    value_network,
+)
+from tf_agents.replay_buffers import tf_uniform_replay_buffer
+from tf_agents.utils import common
 
-from tf_vtrace.tf_agents import ImpalaAgent  # noqa: E402
+from tf_vtrace.tf_agents import ImpalaAgent
 
 NUM_ENVS, UNROLL, BATCH = 8, 20, 16     # T = UNROLL steps per window
 TIME_LIMIT = 500

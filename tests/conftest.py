@@ -6,7 +6,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The float64 reference lives beside the tests; make it importable by name.
 sys.path.insert(0, os.path.dirname(__file__))
 
-import pytest  # noqa: E402
+import pytest
 
 
 def pytest_addoption(parser):

@@ -17,7 +17,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 # B envs per replica or host, T steps, a clip norm the gradients exceed.
 ENVS, LENGTH, CLIP_NORM, STEPS = 4, 10, 0.05, 2
@@ -119,6 +119,7 @@ def train_loop(out):
 def late(out):
     """multi_worker built after TensorFlow started: the error says what to do."""
     import tensorflow as tf
+
     from tf_vtrace.agent import learner as learner_lib
     tf.constant(1.) + 1.
     try:

@@ -9,10 +9,10 @@ import threading
 import time
 
 import pytest
+from process_tree import actor_pids
 
 from tf_vtrace.agent import actor, backends
 from tf_vtrace.agent.config import Config
-from process_tree import actor_pids
 
 
 def _weights(config):

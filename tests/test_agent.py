@@ -7,14 +7,13 @@ import sys
 import gymnasium as gym
 import numpy as np
 import pytest
+from vtrace_reference import categorical_log_probs, vtrace_reference
 
 from tf_vtrace.agent import actor as actor_lib
-from tf_vtrace.agent import envs
+from tf_vtrace.agent import envs, policy_lag
 from tf_vtrace.agent import learner as learner_lib
-from tf_vtrace.agent import policy_lag
 from tf_vtrace.agent import train as train_lib
 from tf_vtrace.agent.config import Config
-from vtrace_reference import categorical_log_probs, vtrace_reference
 
 GAMMA = 0.99
 

@@ -21,10 +21,9 @@ import pytest
 import tensorflow as tf
 
 from tf_vtrace.agent import actor as actor_lib
-from tf_vtrace.agent import envs
+from tf_vtrace.agent import envs, recording
 from tf_vtrace.agent import evaluate as evaluate_lib
 from tf_vtrace.agent import learner as learner_lib
-from tf_vtrace.agent import recording
 from tf_vtrace.agent import train as train_lib
 from tf_vtrace.agent.config import Config
 

@@ -1,6 +1,7 @@
 """The agent end to end: a bounded run writes every output, Ctrl-C and
-SIGTERM still leave them, a SIGKILLed run resumes, the SavedModel acts in a fresh process; the multi-discrete and
-Atari paths run. The full learning run is `slow` (`make learn-full`)."""
+SIGTERM still leave them, a SIGKILLed run resumes, the SavedModel acts in a
+fresh process; the multi-discrete and Atari paths run. The full learning run
+is `slow` (`make learn-full`)."""
 import glob
 import json
 import os
@@ -14,8 +15,7 @@ import numpy as np
 import pytest
 from process_tree import actor_pids
 
-from tf_vtrace.agent import envs
-from tf_vtrace.agent import recording
+from tf_vtrace.agent import envs, recording
 from tf_vtrace.agent.config import Config
 from tf_vtrace.agent.train import train
 

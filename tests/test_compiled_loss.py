@@ -11,9 +11,9 @@ really is one compiled function.
 import numpy as np
 import pytest
 import tensorflow as tf
+from tolerances import rtol_for
 
 from tf_vtrace.impala import impala_loss
-from tolerances import rtol_for
 
 T, B = 9, 4
 HEADS = (3, 2)
@@ -91,7 +91,7 @@ def test_precomputed_behaviour_log_probs():
     inputs = make_inputs(seed=1)
     reference = loss_and_gradients(inputs, jit_compile=False, kl_cost=0.1)
     inputs["behaviour_action_log_probs"] = [
-        tf.gather(tf.nn.log_softmax(l), a, axis=-1, batch_dims=2) for l, a in
+        tf.gather(tf.nn.log_softmax(logits), a, axis=-1, batch_dims=2) for logits, a in
         zip(inputs["behaviour_policy_logits"], inputs["actions"])]
     options = dict(kl_cost=0.1)
     assert_same(loss_and_gradients(dict(inputs, behaviour_policy_logits=None), **options),

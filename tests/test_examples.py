@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from tolerances import SUBPROCESS_TIMEOUT_S
 
 import tf_vtrace
-from tolerances import SUBPROCESS_TIMEOUT_S
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # tf_vtrace.tf_agents needs TF-Agents under TF_USE_LEGACY_KERAS=1, a process-wide

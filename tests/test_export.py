@@ -7,10 +7,10 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
+from tolerances import SUBPROCESS_TIMEOUT_S, rtol_for
 
 from tf_vtrace.export import VTraceModule
 from tf_vtrace.impala import impala_loss
-from tolerances import SUBPROCESS_TIMEOUT_S, rtol_for
 
 A = 4
 
@@ -55,7 +55,7 @@ LOADER = textwrap.dedent("""
         signature = loaded.signatures["loss"](**kwargs)
         results[f"{shape}_signature_loss"] = signature["loss"].numpy()
     np.savez(out_path, **results)
-""" % (NAMES,))
+""" % (NAMES,))  # noqa: UP031 (the template is Python source: {} would need escaping)
 
 
 def test_fresh_process_gives_the_live_numbers(tmp_path):

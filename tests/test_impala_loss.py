@@ -7,9 +7,9 @@ the log-ratio (ray #4332) cannot pass.
 import numpy as np
 import pytest
 import tensorflow as tf
+from vtrace_reference import categorical_log_probs, leaky_clip, vtrace_reference
 
 from tf_vtrace.impala import impala_loss, vtrace_targets
-from vtrace_reference import categorical_log_probs, leaky_clip, vtrace_reference
 
 T, B, A = 7, 4, 3
 

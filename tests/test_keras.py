@@ -2,12 +2,18 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from tolerances import EPS32, assert_close_to_rounding, rtol_for
 
 from tf_vtrace.impala import impala_loss, vtrace_targets
-from tf_vtrace.keras import (ImpalaLoss, ImpalaMetric, VTrace, impala_metrics,
-                             pack_targets, unpack_predictions, unpack_targets)
-
-from tolerances import EPS32, assert_close_to_rounding, rtol_for
+from tf_vtrace.keras import (
+    ImpalaLoss,
+    ImpalaMetric,
+    VTrace,
+    impala_metrics,
+    pack_targets,
+    unpack_predictions,
+    unpack_targets,
+)
 
 keras = pytest.importorskip("keras")  # tf.keras is Keras 3 in this process.
 

@@ -11,8 +11,13 @@ from tf_vtrace.agent import envs, networks
 from tf_vtrace.agent.actor import LocalActor
 from tf_vtrace.agent.config import Config
 from tf_vtrace.keras import ImpalaLoss, unpack_targets
-from tf_vtrace.keras_training import (ActorError, ActorThread, SyncWeights,
-                                      UnrollModel, unroll_to_batch)
+from tf_vtrace.keras_training import (
+    ActorError,
+    ActorThread,
+    SyncWeights,
+    UnrollModel,
+    unroll_to_batch,
+)
 
 B, T = 4, 5
 CONFIG = Config(num_envs=B, unroll_length=T, jit_compile=False)

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from vtrace_reference import vtrace_reference
 
 import tf_vtrace
-from vtrace_reference import vtrace_reference
 
 B, T = 3, 5
 

@@ -3,9 +3,9 @@ import numpy as np
 import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from vtrace_reference import vtrace_reference
 
 import tf_vtrace
-from vtrace_reference import vtrace_reference
 
 thresholds = st.one_of(st.none(), st.floats(0.2, 4.0))
 

@@ -16,10 +16,10 @@ import time
 
 import numpy as np
 import pytest
+from tolerances import POLL_TIMEOUT_S, SUBPROCESS_TIMEOUT_S
 
 from tf_vtrace.agent import actor, backends
 from tf_vtrace.agent.config import Config
-from tolerances import POLL_TIMEOUT_S, SUBPROCESS_TIMEOUT_S
 
 
 @pytest.mark.parametrize("backend", ["process", "ray"])

@@ -9,11 +9,11 @@ lengths that are not powers of two.
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_vtrace import as_tensors, make_batch, to_batch_major
+from vtrace_reference import vtrace_reference
 
 import tf_vtrace
 from tf_vtrace import impala
-from test_vtrace import as_tensors, make_batch, to_batch_major
-from vtrace_reference import vtrace_reference
 
 RTOL = ATOL = 1e-12  # float64: the reordering costs a few ulps, not more
 

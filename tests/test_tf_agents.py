@@ -8,9 +8,9 @@ import run small scripts in fresh interpreters.
 """
 import os
 import pathlib
+import re
 import subprocess
 import sys
-import re
 import textwrap
 
 import pytest

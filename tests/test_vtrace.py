@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_probability as tfp
-
-import tf_vtrace
 from tolerances import SUBPROCESS_TIMEOUT_S, assert_close_to_rounding, rtol_for
 from vtrace_reference import categorical_log_probs, gae, vtrace_reference
+
+import tf_vtrace
 
 tfd = tfp.distributions
 

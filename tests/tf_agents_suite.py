@@ -16,34 +16,38 @@ import os
 if os.environ.get("TF_USE_LEGACY_KERAS") != "1":
     raise RuntimeError("run through tests/test_tf_agents.py (TF_USE_LEGACY_KERAS=1)")
 
-import doctest  # noqa: E402
-import json  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import textwrap  # noqa: E402
+import doctest
+import json
+import subprocess
+import sys
+import textwrap
 
-import gym  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tf_keras  # noqa: E402
-from tf_agents.drivers import dynamic_step_driver  # noqa: E402
-from tf_agents.environments import batched_py_environment  # noqa: E402
-from tf_agents.environments import random_py_environment  # noqa: E402
-from tf_agents.environments import suite_gym  # noqa: E402
-from tf_agents.environments import tf_py_environment  # noqa: E402
-from tf_agents.networks import actor_distribution_network  # noqa: E402
-from tf_agents.networks import sequential  # noqa: E402
-from tf_agents.networks import value_network  # noqa: E402
-from tf_agents.policies import policy_saver  # noqa: E402
-from tf_agents.replay_buffers import tf_uniform_replay_buffer  # noqa: E402
-from tf_agents.specs import array_spec  # noqa: E402
-from tf_agents.trajectories import time_step as ts  # noqa: E402
-from tf_agents.utils import common  # noqa: E402
+import gym
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+from tf_agents.drivers import dynamic_step_driver
+from tf_agents.environments import (
+    batched_py_environment,
+    random_py_environment,
+    suite_gym,
+    tf_py_environment,
+)
+from tf_agents.networks import (
+    actor_distribution_network,
+    sequential,
+    value_network,
+)
+from tf_agents.policies import policy_saver
+from tf_agents.replay_buffers import tf_uniform_replay_buffer
+from tf_agents.specs import array_spec
+from tf_agents.trajectories import time_step as ts
+from tf_agents.utils import common
+from vtrace_reference import categorical_log_probs, vtrace_reference
 
-import tf_vtrace.tf_agents  # noqa: E402
-from tf_vtrace.tf_agents import ImpalaAgent  # noqa: E402
-from vtrace_reference import categorical_log_probs, vtrace_reference  # noqa: E402
+import tf_vtrace.tf_agents
+from tf_vtrace.tf_agents import ImpalaAgent
 
 N_ENVS, TIME_LIMIT = 4, 20  # random CartPole episodes last ≈ 22 steps
 

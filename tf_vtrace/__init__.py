@@ -6,27 +6,28 @@ V-trace modules, so ported code only changes its import. The IMPALA loss
 module (`tf_vtrace.export`) are built on it.
 """
 
-from tf_vtrace.vtrace import VTraceFromLogitsReturns
-from tf_vtrace.vtrace import VTraceReturns
-from tf_vtrace.vtrace import from_importance_weights
-from tf_vtrace.vtrace import from_logits
-from tf_vtrace.vtrace import get_log_rhos
-from tf_vtrace.vtrace import log_probs_from_logits_and_actions
-from tf_vtrace.vtrace import multi_from_logits
-from tf_vtrace.vtrace import multi_log_probs_from_logits_and_actions
-from tf_vtrace.impala import VTraceTargets
-from tf_vtrace.impala import impala_loss
-from tf_vtrace.impala import vtrace_targets
-from tf_vtrace.keras import ImpalaLoss
-from tf_vtrace.keras import ImpalaMetric
-from tf_vtrace.keras import VTrace
-from tf_vtrace.keras import impala_metrics
-from tf_vtrace.keras import pack_targets
-from tf_vtrace.keras import unpack_predictions
-from tf_vtrace.keras import unpack_targets
-from tf_vtrace.export import VTraceModule
-from tf_vtrace.export import export_policy
+from tf_vtrace.export import VTraceModule, export_policy
+from tf_vtrace.impala import VTraceTargets, impala_loss, vtrace_targets
+from tf_vtrace.keras import (
+    ImpalaLoss,
+    ImpalaMetric,
+    VTrace,
+    impala_metrics,
+    pack_targets,
+    unpack_predictions,
+    unpack_targets,
+)
 from tf_vtrace.layout import make_time_major
+from tf_vtrace.vtrace import (
+    VTraceFromLogitsReturns,
+    VTraceReturns,
+    from_importance_weights,
+    from_logits,
+    get_log_rhos,
+    log_probs_from_logits_and_actions,
+    multi_from_logits,
+    multi_log_probs_from_logits_and_actions,
+)
 
 __version__ = "0.1.0"
 

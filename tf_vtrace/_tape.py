@@ -19,7 +19,7 @@ import contextlib
 import tensorflow as tf
 
 try:
-    from tensorflow.python.eager import record as _record  # pylint: disable=g-direct-tensorflow-import
+    from tensorflow.python.eager import record as _record  # PRIVATE TF API (see above)
     PAUSES = callable(getattr(_record, "stop_recording", None)) and callable(
         getattr(_record, "could_possibly_record", None))
 except ImportError:  # pragma: no cover - only on a TensorFlow that moved it

@@ -22,9 +22,7 @@ import json
 
 import tensorflow as tf
 
-from tf_vtrace import _checks
-from tf_vtrace import _options
-from tf_vtrace import impala
+from tf_vtrace import _checks, _options, impala
 
 __all__ = ["VTraceModule", "export_policy", "split_heads"]
 

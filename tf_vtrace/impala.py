@@ -34,12 +34,7 @@ import functools
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tf_vtrace import _checks
-from tf_vtrace import _fused
-from tf_vtrace import _masking
-from tf_vtrace import _options
-from tf_vtrace import _tensors
-from tf_vtrace import vtrace
+from tf_vtrace import _checks, _fused, _masking, _options, _tensors, vtrace
 
 tfd = tfp.distributions
 

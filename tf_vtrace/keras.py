@@ -24,18 +24,16 @@ import collections.abc
 
 import tensorflow as tf
 
-from tf_vtrace import _checks
-from tf_vtrace import _options
-from tf_vtrace import impala
+from tf_vtrace import _checks, _options, impala
 
 
 def _keras():
     """The Keras that `tf.keras` is: Keras 3, or tf_keras when
     TF_USE_LEGACY_KERAS=1 was set before TensorFlow was imported."""
     if _checks.legacy_keras_active():
-        import tf_keras  # pylint: disable=import-outside-toplevel
+        import tf_keras
         return tf_keras
-    import keras as keras3  # pylint: disable=import-outside-toplevel
+    import keras as keras3
     return keras3
 
 
@@ -117,8 +115,8 @@ def pack_targets(actions, rewards, discounts, behaviour_policy_logits, *,
                 raise ValueError(
                     f"`{name}` must be [B, T] like `rewards` {rewards.shape}, got "
                     f"shape {column.shape}.")
-        logits = [_as_float(l, "behaviour_policy_logits")
-                  for l in _head_list(behaviour_policy_logits)]
+        logits = [_as_float(head_logits, "behaviour_policy_logits")
+                  for head_logits in _head_list(behaviour_policy_logits)]
         for head in logits:
             if head.shape.rank != 3:
                 raise ValueError(
@@ -220,7 +218,7 @@ class _VTraceOptionsOwner:
 
 
 def _read_only_option(name):
-    return property(lambda self: getattr(self._vtrace, name),  # pylint: disable=protected-access
+    return property(lambda self: getattr(self._vtrace, name),
                     doc=f"The `{name}` the targets are computed with.")
 
 
@@ -350,7 +348,7 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         # The loss alone: its compiled call skips the diagnostics' work.
-        return impala._loss_without_diagnostics(  # pylint: disable=protected-access
+        return impala._loss_without_diagnostics(
             self._unpack(y_true, y_pred), self._vtrace,
             self._costs(cross_replica=True))
 

@@ -200,7 +200,7 @@ class ActorThread:
                 if not self._put(unroll):  # told to stop: keep it for `unused`
                     self._not_queued = unroll
                     return
-        except Exception as error:  # pylint: disable=broad-except
+        except Exception as error:  # any failure is handed to the main thread
             self.error = error  # raised again in the main thread by __exit__
 
     def _get(self):

@@ -39,9 +39,7 @@ import collections
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tf_vtrace import _checks
-from tf_vtrace import _options
-from tf_vtrace import impala
+from tf_vtrace import _checks, _options, impala
 
 _INSTALL_HELP = (
     "tf_vtrace.tf_agents needs TF-Agents 0.19, which cannot be imported here "
@@ -58,12 +56,9 @@ _INSTALL_HELP = (
     "(tf_keras).")
 
 try:
-    # pylint: disable=g-import-not-at-top
-    from tf_agents.agents import data_converter
-    from tf_agents.agents import tf_agent
+    from tf_agents.agents import data_converter, tf_agent
     from tf_agents.networks import network as tfa_network
-    from tf_agents.policies import greedy_policy
-    from tf_agents.policies import tf_policy
+    from tf_agents.policies import greedy_policy, tf_policy
     from tf_agents.specs import tensor_spec
     from tf_agents.trajectories import policy_step
     from tf_agents.utils import eager_utils
@@ -109,7 +104,8 @@ def _require_legacy_keras():
     """Refuses Keras 3, under which TF-Agents 0.19 silently loses weights."""
     if not _checks.legacy_keras_active():
         raise RuntimeError(
-            "ImpalaAgent needs Keras 2 (tf_keras), but tf.keras is Keras 3. Set TF_USE_LEGACY_KERAS=1 before "
+            "ImpalaAgent needs Keras 2 (tf_keras), but tf.keras is Keras 3. "
+            "Set TF_USE_LEGACY_KERAS=1 before "
             "TensorFlow is first imported in this process (e.g. "
             "`TF_USE_LEGACY_KERAS=1 python train.py`, or "
             "`os.environ['TF_USE_LEGACY_KERAS'] = '1'` above every import). "

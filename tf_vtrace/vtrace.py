@@ -33,9 +33,7 @@ import functools
 
 import tensorflow as tf
 
-from tf_vtrace import _checks
-from tf_vtrace import _tape
-from tf_vtrace import _tensors
+from tf_vtrace import _checks, _tape, _tensors
 
 __all__ = [
     "VTraceReturns",

@@ -15,8 +15,7 @@ Uses only public APIs, so it keeps working while tf_vtrace's internals change.
 
 import tensorflow as tf
 
-from benchmarks import harness
-from benchmarks import tf_baselines
+from benchmarks import harness, tf_baselines
 from benchmarks.peers import impl_tf
 
 
@@ -63,7 +62,8 @@ def main():
         call()
     medians = harness.interleaved_call_medians(calls, rounds, budget_s)
     floor = medians["floor tf.function"]
-    rows = [(name, harness.fmt_us(us), harness.fmt_ratio(us, floor)) for name, us in medians.items()]
+    rows = [(name, harness.fmt_us(us), harness.fmt_ratio(us, floor))
+            for name, us in medians.items()]
     print("T=100, B=256, median us per call")
     print(harness.format_table(("layer", "us/call", "vs floor"), rows))
 

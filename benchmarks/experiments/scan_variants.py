@@ -10,15 +10,18 @@ compared with the fused no-recursion floor from tf_baselines.
 """
 
 import argparse
+import functools
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from benchmarks import harness  # noqa: E402
-from benchmarks import tf_baselines  # noqa: E402
+from benchmarks import (
+    harness,
+    tf_baselines,
+)
 
 
 def _recursion_inputs(log_rhos, discounts, rewards, values, bootstrap_value):
@@ -32,7 +35,8 @@ def _recursion_inputs(log_rhos, discounts, rewards, values, bootstrap_value):
 def _finish(rhos, vs_minus_values, discounts, rewards, values, bootstrap_value):
     vs = vs_minus_values + values
     vs_tp1 = tf_baselines._shift_in_bootstrap(vs, bootstrap_value)
-    pg_advantages = tf.minimum(tf_baselines.PG_RHO_BAR, rhos) * (rewards + discounts * vs_tp1 - values)
+    pg_advantages = (tf.minimum(tf_baselines.PG_RHO_BAR, rhos)
+                     * (rewards + discounts * vs_tp1 - values))
     return vs, pg_advantages
 
 
@@ -165,7 +169,8 @@ def main():
             if name != "floor (fused, no recursion)":
                 diff = np.max(np.abs(fn(*tensors)[0].numpy() - reference))
                 assert diff < 1e-3, (name, diff)
-            runners[name] = (lambda f: lambda n: harness.time_calls(lambda: f(*tensors), n))(fn)
+            runners[name] = functools.partial(
+                harness.time_calls, functools.partial(fn, *tensors))
         medians = harness.interleaved_medians(runners, rounds, budget)
         floor = medians["floor (fused, no recursion)"]
         rows = [(name, harness.fmt_us(us), harness.fmt_ratio(us, floor))

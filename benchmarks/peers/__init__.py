@@ -1,1 +1,2 @@
-"""The `make bench` peer comparison: one impl_* adapter per framework, each timed in its own venv."""
+"""The `make bench` peer comparison: one impl_* adapter per framework, each
+timed in its own venv."""

@@ -10,9 +10,9 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-from benchmarks import tf_baselines  # noqa: E402
+from benchmarks import tf_baselines
 
 IW_KEYS = ("log_rhos", "discounts", "rewards", "values", "bootstrap_value")
 LOGITS_KEYS = ("behaviour_logits", "target_logits", "actions", "discounts",

@@ -13,7 +13,7 @@ import os
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/
 RESULTS = os.path.join(BENCH_DIR, "results", "peers.json")
@@ -42,7 +42,8 @@ def main():
         ax_b.plot([B for _, B in by_b], series(results, name, by_b)[0], **style)
         ax_mem.plot([T * B / 1000 for T, B in by_size], series(results, name, by_size)[1], **style)
     sizes = [T * B for T, B in by_size]
-    ax_mem.plot([n / 1000 for n in sizes], [8 * n / 2**20 for n in sizes], color="black", linestyle=":",
+    ax_mem.plot([n / 1000 for n in sizes], [8 * n / 2**20 for n in sizes],
+                color="black", linestyle=":",
                 label="outputs alone (vs + pg_adv, float32)")
     ax_t.set(title="time per call vs T (B=256)", xlabel="T", ylabel="median µs per call")
     ax_b.set(title="time per call vs B (T=100)", xlabel="B", ylabel="median µs per call")

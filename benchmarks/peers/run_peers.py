@@ -1,6 +1,8 @@
 """tf_vtrace against its peers, each in its own process and venv, in one run.
 
-    .venv/bin/python -m benchmarks.peers.run_peers [--quick] [--base-only]   (run_all.sh makes the venvs)
+    .venv/bin/python -m benchmarks.peers.run_peers [--quick] [--base-only]
+
+(`run_all.sh` makes the venvs.)
 
 Prints, for every workload, the median µs per call of each implementation, its
 ratio to tf_vtrace and the max |difference| of its outputs from tf_vtrace's on

@@ -147,7 +147,7 @@ class Checkpoints:
                 decode_state(blob)
             # What a broken file raises varies (OpError, IndexError from the
             # reader of a short data file, ValueError, AssertionError ...).
-            except Exception as error:  # noqa: BLE001 - reported, not hidden.
+            except Exception as error:
                 reason = str(error).strip().splitlines()[0][:300]
                 failures.append(f"{prefix}: {type(error).__name__}: {reason}")
                 print(f"checkpoint {prefix} is not usable ({failures[-1]}); "
@@ -204,6 +204,6 @@ def _manager(checkpoint, directory, max_to_keep):
     (only an index of names, rewritten by each save) is removed first."""
     try:
         return tf.train.CheckpointManager(checkpoint, directory, max_to_keep)
-    except Exception:  # noqa: BLE001 - text_format's errors vary by version.
+    except Exception:
         os.remove(os.path.join(directory, "checkpoint"))
         return tf.train.CheckpointManager(checkpoint, directory, max_to_keep)

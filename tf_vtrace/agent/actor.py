@@ -61,7 +61,7 @@ class ActorBackend(abc.ABC):
     def collect(self):
         """Returns the next unroll: a dict with `UNROLL_KEYS`."""
 
-    def close(self):
+    def close(self):  # noqa: B027 (not abstract: a backend without resources needs no close)
         """Releases the environments."""
 
 

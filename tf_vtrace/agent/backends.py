@@ -347,7 +347,7 @@ def _process_worker(connection, config, seed_offset, start_update):
             connection.send(("unroll", actor.unroll(*request)))
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # The training process closed the pipe: stop.
-    except Exception:  # noqa: BLE001 - the traceback goes to the parent.
+    except Exception:
         try:
             connection.send(("error", traceback.format_exc()))
         except OSError:

@@ -21,7 +21,6 @@ Three kinds of environment, chosen by id:
 import functools
 
 import gymnasium as gym
-import numpy as np
 
 __all__ = ["MULTI_DISCRETE_ID", "check_env_id", "env_spaces", "head_sizes",
            "make_env", "make_vector_env", "to_env_actions"]
@@ -95,7 +94,7 @@ def make_env(env_id, max_episode_steps=None):
     return gym.wrappers.FrameStackObservation(env, 4)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def env_spaces(env_id):
     """(observation_space, action_space) of `env_id`, from one env made once."""
     env = make_env(env_id)

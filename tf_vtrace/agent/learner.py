@@ -33,8 +33,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tf_vtrace import impala
-from tf_vtrace import vtrace
+from tf_vtrace import impala, vtrace
 from tf_vtrace.agent import networks
 
 __all__ = ["Learner", "LEARNER_INPUTS", "make_strategy"]

@@ -54,12 +54,8 @@ import threading
 import time
 
 from tf_vtrace import export
-from tf_vtrace.agent import _run_dir
-from tf_vtrace.agent import backends
-from tf_vtrace.agent import envs
+from tf_vtrace.agent import _run_dir, backends, envs, policy_lag, recording
 from tf_vtrace.agent import learner as learner_lib
-from tf_vtrace.agent import policy_lag
-from tf_vtrace.agent import recording
 
 __all__ = ["NonFiniteUpdates", "RunDirectoryError", "actor_learner_step",
            "train"]
