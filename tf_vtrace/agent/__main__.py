@@ -3,8 +3,9 @@
     python -m tf_vtrace.agent train --env-id CartPole-v1 --out runs/demo
     python -m tf_vtrace.agent evaluate runs/demo/policy --episodes 20
 
-`train` takes one ``--flag`` per `Config` field (``--no-correction`` for the
-ablation); a bad value is reported before anything starts. `evaluate` loads
+`train` takes one ``--flag`` per `Config` field (``--correction
+{vtrace,none,is1,epsilon}``, ``--no-correction`` an alias of ``--correction
+none``); a bad value is reported before anything starts. `evaluate` loads
 the SavedModel and prints the mean return (greedy, and sampled with
 ``--sampled``), plus a JSON line.
 """
@@ -23,9 +24,13 @@ def _config_flags(parser, defaults):
         flag = "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
         if field.name == "correction":
+            from tf_vtrace.agent.config import CORRECTIONS
+            parser.add_argument(flag, choices=CORRECTIONS, default=default,
+                                help="off-policy correction "
+                                     "(tf_vtrace.agent.corrections)")
             parser.add_argument("--no-correction", dest="correction",
-                                action="store_false",
-                                help="ablation: ρ = c = 1 (no V-trace)")
+                                action="store_const", const="none",
+                                help="alias of --correction none")
         elif isinstance(default, bool):
             parser.add_argument(flag, type=lambda s: s.lower() in ("1", "true", "yes"),
                                 default=default, metavar="BOOL")
