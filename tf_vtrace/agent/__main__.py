@@ -3,7 +3,8 @@
     python -m tf_vtrace.agent train --env-id CartPole-v1 --out runs/demo
     python -m tf_vtrace.agent evaluate runs/demo/policy --episodes 20
 
-`train` takes one ``--flag`` per `Config` field (``--correction
+`train` takes ``--preset NAME`` (`tf_vtrace.agent.presets`: ``acrobot``,
+``minatar-breakout``, ...) and one ``--flag`` per `Config` field (``--correction
 {vtrace,none,is1,epsilon}``, ``--no-correction`` an alias of ``--correction
 none``); a bad value is reported before anything starts. `evaluate` loads
 the SavedModel and prints the mean return (greedy, and sampled with
@@ -46,6 +47,7 @@ def _config_flags(parser, defaults):
 def main(argv=None):
     """Runs the command line; returns the exit status."""
     from tf_vtrace.agent.config import Config
+    from tf_vtrace.agent.presets import PRESETS
 
     parser = argparse.ArgumentParser(prog="python -m tf_vtrace.agent")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -53,6 +55,9 @@ def main(argv=None):
     train_parser.add_argument("--out", required=True, help="run directory")
     train_parser.add_argument("--no-progress", action="store_true")
     train_parser.add_argument("--env", dest="env_id", help="alias of --env-id")
+    train_parser.add_argument(
+        "--preset", choices=sorted(PRESETS), default=None,
+        help="named settings (tf_vtrace.agent.presets); other flags override")
     _config_flags(train_parser, Config())
     eval_parser = commands.add_parser("evaluate", help="evaluate a SavedModel")
     eval_parser.add_argument("policy", help="the exported policy directory")
@@ -60,6 +65,11 @@ def main(argv=None):
     eval_parser.add_argument("--sampled", action="store_true",
                              help="sample actions instead of the greedy ones")
     eval_parser.add_argument("--seed", type=int, default=10_000)
+    # A preset sets the train flags' defaults, so that flags given win.
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["train"]:
+        preset = train_parser.parse_known_args(argv[1:])[0].preset
+        train_parser.set_defaults(**PRESETS.get(preset, {}))
     args = parser.parse_args(argv)
 
     if args.command == "train":
