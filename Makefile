@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 RAY_STAMP := $(VENV)/.installed-ray
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv venv-demo venv-ray demo demo-ray demo-eval learn-full ablation test test-slow docs bench bench-core bench-scan bench-actors clean
+.PHONY: venv venv-demo venv-ray demo demo-ray demo-eval learn-full ablation lag-benchmark lag-benchmark-full test test-slow docs bench bench-core bench-scan bench-actors clean
 
 venv: $(STAMP)
 venv-demo: $(DEMO_STAMP)
@@ -65,6 +65,14 @@ learn-full: venv
 # V-trace vs no correction at policy lags 0, 8, 32 (docs/agent_ablation.png).
 ablation: venv
 	$(PY) benchmarks/agent_learning.py ablation --seeds 0 1 2 --lags 0 8 32
+
+# Every correction × policy lag × seed (docs/lag_benchmark.md): the quick
+# smoke version into runs/lag-benchmark-quick, the full one into docs/.
+lag-benchmark: venv
+	$(PY) benchmarks/learning/lag_benchmark.py quick --out runs/lag-benchmark-quick
+
+lag-benchmark-full: venv
+	$(PY) benchmarks/learning/lag_benchmark.py full
 
 test: venv
 	$(PY) -m pytest -q -n 2 tests

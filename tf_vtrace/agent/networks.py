@@ -38,6 +38,27 @@ def _outputs(policy_features, value_features, num_logits):
     return logits, value
 
 
+def _seeded_input(observation_shape, seed):
+    """The model's input, after seeding the initializers (if `seed`)."""
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
+    return keras.Input(observation_shape, name="observations")
+
+
+def _conv(filters, kernel, stride, name=None):
+    return keras.layers.Conv2D(
+        filters, kernel, stride, activation="relu", name=name,
+        kernel_initializer=keras.initializers.Orthogonal(math.sqrt(2)))
+
+
+def _shared_torso_model(observations, features, width, head_sizes, name):
+    """Flatten, one dense ReLU layer of `width` ("torso"), both heads on it."""
+    hidden = keras.layers.Flatten()(features)
+    hidden = _dense(width, math.sqrt(2), "relu", name="torso")(hidden)
+    return keras.Model(observations, _outputs(hidden, hidden, sum(head_sizes)),
+                       name=name)
+
+
 def mlp(observation_shape, head_sizes, hidden_sizes=(64, 64), seed=None):
     """Separate tanh towers for the policy and the value.
 
@@ -50,9 +71,7 @@ def mlp(observation_shape, head_sizes, hidden_sizes=(64, 64), seed=None):
     Returns:
       A `keras.Model` observations → [logits, value].
     """
-    if seed is not None:
-        keras.utils.set_random_seed(seed)
-    observations = keras.Input(observation_shape, name="observations")
+    observations = _seeded_input(observation_shape, seed)
     flat = keras.layers.Flatten()(observations)
     towers = []
     for tower in ("policy", "value"):
@@ -76,19 +95,13 @@ def nature_cnn(observation_shape, head_sizes, seed=None):
     Returns:
       A `keras.Model` observations → [logits, value].
     """
-    if seed is not None:
-        keras.utils.set_random_seed(seed)
-    observations = keras.Input(observation_shape, name="observations")
+    observations = _seeded_input(observation_shape, seed)
     hidden = keras.layers.Permute((2, 3, 1))(observations)  # channels last
     hidden = keras.layers.Rescaling(1. / 255)(hidden)
     for filters, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
-        hidden = keras.layers.Conv2D(
-            filters, kernel, stride, activation="relu",
-            kernel_initializer=keras.initializers.Orthogonal(math.sqrt(2)))(hidden)
-    hidden = keras.layers.Flatten()(hidden)
-    hidden = _dense(512, math.sqrt(2), "relu", name="torso")(hidden)
-    return keras.Model(observations, _outputs(hidden, hidden, sum(head_sizes)),
-                       name="nature_cnn")
+        hidden = _conv(filters, kernel, stride)(hidden)
+    return _shared_torso_model(observations, hidden, 512, head_sizes,
+                               "nature_cnn")
 
 
 def grid_cnn(observation_shape, head_sizes, seed=None):
@@ -102,17 +115,10 @@ def grid_cnn(observation_shape, head_sizes, seed=None):
     Returns:
       A `keras.Model` observations → [logits, value].
     """
-    if seed is not None:
-        keras.utils.set_random_seed(seed)
-    observations = keras.Input(observation_shape, name="observations")
-    hidden = keras.layers.Conv2D(
-        16, 3, 1, activation="relu", name="conv",
-        kernel_initializer=keras.initializers.Orthogonal(math.sqrt(2)))(
-            observations)
-    hidden = keras.layers.Flatten()(hidden)
-    hidden = _dense(128, math.sqrt(2), "relu", name="torso")(hidden)
-    return keras.Model(observations, _outputs(hidden, hidden, sum(head_sizes)),
-                       name="grid_cnn")
+    observations = _seeded_input(observation_shape, seed)
+    hidden = _conv(16, 3, 1, name="conv")(observations)
+    return _shared_torso_model(observations, hidden, 128, head_sizes,
+                               "grid_cnn")
 
 
 def build_network(observation_space, head_sizes, hidden_sizes=(64, 64),
