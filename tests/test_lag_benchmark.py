@@ -1,6 +1,6 @@
 """`make lag-benchmark`'s path end to end, as a smoke test: the quick mode
 (4 updates a run, CartPole, lags 0 and 16, 2 seeds) for two corrections in
-a fresh process, then what it wrote. Learning numbers are not asserted (the
+a fresh process, then what it wrote, then `--report-only` reading it back. Learning numbers are not asserted (the
 benchmark's full mode measures them, docs/lag_benchmark.md)."""
 import json
 import os
@@ -12,13 +12,18 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "learning" / "lag_benchmark.py"
 
 
-def test_quick_lag_benchmark_writes_runs_table_and_figure(tmp_path):
+def _quick(out, *flags):
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "quick", "--out", str(tmp_path),
-         "--corrections", "vtrace", "is1"],
+        [sys.executable, str(SCRIPT), "quick", "--out", str(out),
+         "--corrections", "vtrace", "is1", *flags],
         capture_output=True, text=True, timeout=600,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def test_quick_lag_benchmark_writes_runs_table_and_figure(tmp_path):
+    result = _quick(tmp_path)
     progress = [line for line in result.stdout.splitlines()
                 if line.startswith("[")]
     assert len(progress) == 8 and progress[-1].startswith("[8/8]")
@@ -43,3 +48,7 @@ def test_quick_lag_benchmark_writes_runs_table_and_figure(tmp_path):
     page = (tmp_path / "lag_benchmark.md").read_text()
     assert "| CartPole-v1 | 16 | is1 | 2 |" in page
     assert (tmp_path / "lag_benchmark.png").stat().st_size > 10_000
+    # The runs on disk are read back, not trained again.
+    again = _quick(tmp_path, "--report-only")
+    assert "not run" not in again.stdout
+    assert json.loads((tmp_path / "lag_benchmark.json").read_text())["rows"] == rows

@@ -119,17 +119,24 @@ def run_path(out, config):
     return out / "runs" / config.env_id.replace("/", "_") / name
 
 
-def run_all(plan, out):
+def run_all(plan, out, train=True):
     """Trains (or reloads) every run of `plan`, a progress line per run.
-    Seeds are the outer loop: a partial run has every setting on its seeds."""
+    Seeds are the outer loop: a partial run has every setting on its seeds.
+    With `train` False, only the runs already on disk are read."""
     configs = [run_config(env_id, correction, lag, seed, plan)
                for seed in plan["seeds"] for env_id in plan["envs"]
                for lag in plan["lags"] for correction in plan["corrections"]]
-    records = []
+    records, missing = [], []
     for index, config in enumerate(configs, 1):
         path = run_path(out, config)
-        if path.exists() and json.loads(path.read_text())["config"] == config.to_dict():
+        # Compared as JSON: tuples come back as lists.
+        wanted = json.loads(json.dumps(config.to_dict()))
+        if path.exists() and json.loads(path.read_text())["config"] == wanted:
             record = json.loads(path.read_text())
+        elif not train:
+            print(f"[{index}/{len(configs)}] {path.name}: not run", flush=True)
+            missing.append(f"{config.env_id} {path.stem}")
+            continue
         else:
             record = train_run(config)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -141,7 +148,7 @@ def run_all(plan, out):
               f"{late_mean(record, 'rho_clipped_fraction'):.3f}, ESS/N "
               f"{late_mean(record, 'ess_fraction'):.3f}, {record['wall_s']} s",
               flush=True)
-    return records
+    return records, missing
 
 
 # --- The report: JSON, figure, table ------------------------------------------
@@ -258,8 +265,10 @@ over seeds, with a 95 % bootstrap interval over seeds. ρ-clip fraction (steps
 with ρ > ρ̄ = 1), ESS/N = (Σρ)² / (N Σρ²) per batch of N = T·B steps, and
 KL(μ‖π): means over the second half of each run's updates, then over seeds.
 
-Command: `{command}`; {runs} runs in {wall:.0f} s wall, one process; machine
-load at the end (`/proc/loadavg`): `{load}`.
+Command: `{command}`; {runs} runs; {wall:.0f} s wall for this command (runs
+read from disk cost nothing), one process; machine load at the end
+(`/proc/loadavg`): `{load}`. {missing} Each run's wall time is in
+`lag_benchmark.json` (`runs`).
 
 ![returns against env steps]({png})
 
@@ -267,12 +276,14 @@ load at the end (`/proc/loadavg`): `{load}`.
 """
 
 
-def write_report(records, out, command, wall_s):
-    """Writes lag_benchmark.{json,png,md} into `out`."""
+def write_report(records, missing, out, command, wall_s):
+    """Writes lag_benchmark.{json,png,md} into `out`; `missing` names the
+    runs of the plan that were not run (``--report-only``)."""
     out.mkdir(parents=True, exist_ok=True)
     rows = summarize(records)
     (out / "lag_benchmark.json").write_text(json.dumps(
-        {"command": command, "wall_s": round(wall_s, 1), "rows": rows,
+        {"command": command, "wall_s": round(wall_s, 1), "missing": missing,
+         "rows": rows,
          "runs": [{k: v for k, v in r.items() if k not in ("episodes", "updates")}
                   for r in records]}, indent=1))
     plot(rows, out / "lag_benchmark.png")
@@ -280,7 +291,9 @@ def write_report(records, out, command, wall_s):
         load = " ".join(handle.read().split()[:3])
     (out / "lag_benchmark.md").write_text(PAGE.format(
         final=FINAL_FRACTION, command=command, runs=len(records), wall=wall_s,
-        load=load, png="lag_benchmark.png", table=table(rows)))
+        load=load, png="lag_benchmark.png", table=table(rows),
+        missing=(f"Runs of this plan not run: {', '.join(missing)}."
+                 if missing else "Every run of this plan was run.")))
 
 
 def main(argv=None):
@@ -295,6 +308,8 @@ def main(argv=None):
                             help=f"a subset of the mode's {key}")
     parser.add_argument("--steps", type=int, default=None,
                         help="env steps per run (default: the mode's / ENVS')")
+    parser.add_argument("--report-only", action="store_true",
+                        help="train nothing: report the runs already on disk")
     args = parser.parse_args(argv)
     plan = dict(MODES[args.mode])
     plan.update({key: getattr(args, key) for key in
@@ -304,8 +319,10 @@ def main(argv=None):
     out = args.out or ROOT / "runs" / "lag-benchmark"
     docs = out if args.out or args.mode == "quick" else ROOT / "docs"
     start = time.time()
-    records = run_all(plan, out)
-    write_report(records, docs, command=" ".join(["lag_benchmark.py"] + (
+    records, missing = run_all(plan, out, train=not args.report_only)
+    if not records:
+        parser.error(f"no run of this plan is on disk under {out}")
+    write_report(records, missing, docs, command=" ".join(["lag_benchmark.py"] + (
         argv if argv is not None else sys.argv[1:])),
         wall_s=time.time() - start)
     print(f"wrote {docs / 'lag_benchmark.md'} in {time.time() - start:.0f} s")
