@@ -227,9 +227,12 @@ def plot(rows, png_path):
                 if (row["env_id"], row["policy_lag"]) != (env_id, lag):
                     continue
                 x = np.asarray(row["grid_env_steps"])
-                line, = axis.plot(x, row["curve_mean"], label=row["correction"])
+                # One colour per correction in every panel.
+                color = f"C{CORRECTIONS.index(row['correction'])}"
+                axis.plot(x, row["curve_mean"], color=color,
+                          label=row["correction"])
                 axis.fill_between(x, row["curve_ci95_low"], row["curve_ci95_high"],
-                                  color=line.get_color(), alpha=0.2)
+                                  color=color, alpha=0.2)
             axis.set_title(f"{env_id}, lag {lag}", fontsize=9)
             axis.set_xlabel("env steps")
         axes[i][0].set_ylabel("training return")
@@ -265,10 +268,10 @@ over seeds, with a 95 % bootstrap interval over seeds. ρ-clip fraction (steps
 with ρ > ρ̄ = 1), ESS/N = (Σρ)² / (N Σρ²) per batch of N = T·B steps, and
 KL(μ‖π): means over the second half of each run's updates, then over seeds.
 
-Command: `{command}`; {runs} runs; {wall:.0f} s wall for this command (runs
-read from disk cost nothing), one process; machine load at the end
-(`/proc/loadavg`): `{load}`. {missing} Each run's wall time is in
-`lag_benchmark.json` (`runs`).
+Command: `{command}`; {runs} runs, {run_wall:.0f} s of training wall time
+in all (one process; each run's own in `lag_benchmark.json`, `runs`), this
+command {wall:.0f} s (runs already on disk are read, not trained); machine
+load at the end (`/proc/loadavg`): `{load}`. {missing}
 
 ![returns against env steps]({png})
 
@@ -291,6 +294,7 @@ def write_report(records, missing, out, command, wall_s):
         load = " ".join(handle.read().split()[:3])
     (out / "lag_benchmark.md").write_text(PAGE.format(
         final=FINAL_FRACTION, command=command, runs=len(records), wall=wall_s,
+        run_wall=sum(r["wall_s"] for r in records),
         load=load, png="lag_benchmark.png", table=table(rows),
         missing=(f"Runs of this plan not run: {', '.join(missing)}."
                  if missing else "Every run of this plan was run.")))
