@@ -141,7 +141,8 @@ def test_diagnostics_report_the_real_rho_whatever_the_correction(lagged):
         _, diagnostics = run(correction, data, 1e-6)
         np.testing.assert_allclose(float(diagnostics["mean_rho"]), rhos.mean(),
                                    rtol=1e-5)
-        np.testing.assert_allclose(float(diagnostics["ess"]), ess, rtol=1e-5)
+        np.testing.assert_allclose(float(diagnostics["ess_fraction"]),
+                                   ess / (T * B), rtol=1e-5)
         np.testing.assert_allclose(float(diagnostics["rho_clipped_fraction"]),
                                    (rhos > np.exp(1e-3)).mean())
     assert 1 < ess < 0.9 * T * B  # lagged data: well below T·B

@@ -59,7 +59,7 @@ MODES = {
     "full": dict(envs=tuple(ENVS), corrections=CORRECTIONS, lags=(0, 4, 16, 64),
                  seeds=(0, 1, 2, 3, 4), total_env_steps=None, jit_compile=True),
 }
-DIAGNOSTICS = ("rho_clipped_fraction", "ess", "kl", "mean_rho")
+DIAGNOSTICS = ("rho_clipped_fraction", "ess_fraction", "kl", "mean_rho")
 # Final return: the mean of the episodes in the last 10 % of env steps.
 FINAL_FRACTION = 0.1
 
@@ -91,8 +91,6 @@ def train_run(config):
                 updates[key].append(diagnostics[key])
     finally:
         actor.close()
-    updates["ess_fraction"] = (np.asarray(updates.pop("ess"))
-                               / config.steps_per_update).tolist()
     return {"env_id": config.env_id, "correction": config.correction,
             "policy_lag": config.policy_lag, "seed": config.seed,
             "env_steps": config.num_updates * config.steps_per_update,

@@ -37,8 +37,10 @@ Under a `tf.distribute` strategy the mean divides by the global T·B, as
 
 Whatever the correction, the diagnostics report the real ρ of the data:
 ``mean_rho``, ``rho_clipped_fraction`` (steps with ρ > e^0.001 ρ̄, ρ̄ = 1),
-``ess`` = (Σρ)² / Σρ² over the batch's steps (the effective sample size, T·B
-when on-policy) and ``kl`` = KL(μ ‖ π).
+``ess_fraction`` = ESS / N with ESS = (Σρ)² / Σρ² over the N = T·B steps of
+the batch (the effective sample size; 1 on-policy, 1/N when one step
+carries all the weight; over all replicas' envs under a strategy) and
+``kl`` = KL(μ ‖ π).
 """
 
 import collections
@@ -87,7 +89,7 @@ def _on_policy_log_probs(inputs):
 
 
 def behaviour_diagnostics(inputs):
-    """Mean ρ, fraction ρ > e^0.001 ρ̄ (ρ̄ = 1), ESS = (Σρ)²/Σρ², KL(μ‖π)."""
+    """Mean ρ, fraction ρ > e^0.001 ρ̄ (ρ̄ = 1), ESS/N, KL(μ‖π)."""
     log_rhos = tf.stop_gradient(_log_probs(inputs.target_logits, inputs.actions)
                                 - _log_probs(inputs.behaviour_logits,
                                              inputs.actions))
@@ -96,10 +98,15 @@ def behaviour_diagnostics(inputs):
         tfp.distributions.Categorical(logits=mu),
         tfp.distributions.Categorical(logits=tf.stop_gradient(pi)))
         for mu, pi in zip(inputs.behaviour_logits, inputs.target_logits)])
+    # Over the global batch under a strategy: a mean of the replicas' own
+    # ratios would not be the batch's.
+    sum_rho, sum_rho_squared = _global_sum(
+        [tf.reduce_sum(rhos), tf.reduce_sum(tf.square(rhos))])
     return {"mean_rho": tf.reduce_mean(rhos),
             "rho_clipped_fraction": tf.reduce_mean(tf.cast(
                 log_rhos > impala.CLIPPED_LOG_RATIO_MARGIN, tf.float32)),
-            "ess": tf.square(tf.reduce_sum(rhos)) / tf.reduce_sum(tf.square(rhos)),
+            "ess_fraction": tf.square(sum_rho) / (
+                sum_rho_squared * _global_steps(rhos)),
             "kl": tf.reduce_mean(kl)}
 
 
@@ -117,6 +124,14 @@ def correction_targets(correction, inputs):
     log_rhos = (_log_probs(inputs.target_logits, inputs.actions)
                 - _log_probs(inputs.behaviour_logits, inputs.actions))
     return targets.vs, targets.pg_advantages, tf.stop_gradient(tf.exp(log_rhos))
+
+
+def _global_sum(values):
+    """`values` summed over the replicas of a strategy (as they are without)."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return values
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, values)
 
 
 def _global_steps(like):
