@@ -23,6 +23,12 @@ updates × step size. The CartPole demo's 1e-3 with 32 × 20 steps per update
 left even lag-32 data nearly on-policy (KL(μ‖π) 0.003, mean ρ 1.00); here
 CartPole takes lr 3e-3 with 8 envs × 20 steps (4x the updates per env step,
 3x the step size), and MinAtar Breakout lr 1e-3 with 16 envs × 20 steps.
+
+Cost, measured on a shared 2-core machine (load 10–20): a CartPole run of
+100k steps took 60–260 s of wall time; the 80 CartPole runs of `full` are
+1.5–3 hours there, and MinAtar (1M steps a run, a few hundred env steps/s
+under that load) is far beyond: use `--envs`, `--lags`, `--seeds`,
+`--corrections` for a part, and `--report-only` to report what is on disk.
 """
 
 import argparse
@@ -47,7 +53,7 @@ from tf_vtrace.agent.train import actor_learner_step  # noqa: E402
 
 ENVS = {
     "CartPole-v1": dict(num_envs=8, unroll_length=20, learning_rate=3e-3,
-                        total_env_steps=200_000),
+                        total_env_steps=100_000),
     "MinAtar/Breakout-v1": dict(num_envs=16, unroll_length=20,
                                 learning_rate=1e-3, total_env_steps=1_000_000),
 }
