@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 RAY_STAMP := $(VENV)/.installed-ray
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv venv-demo venv-ray demo demo-ray demo-eval learn-full ablation lint test test-slow docs bench bench-core bench-scan bench-actors clean
+.PHONY: venv venv-demo venv-ray demo demo-ray demo-eval learn-full ablation lag-benchmark lag-benchmark-full lint test test-slow docs bench bench-core bench-scan bench-actors clean
 
 venv: $(STAMP)
 venv-demo: $(DEMO_STAMP)
@@ -30,7 +30,7 @@ $(RAY_STAMP): setup.py constraints.txt | $(VENV)/bin/python
 	touch $(RAY_STAMP)
 
 $(STAMP): setup.py constraints.txt | $(VENV)/bin/python
-	$(PIP) install --quiet -c constraints.txt -e '.[agent,atari,test,docs,examples,tf-agents,ray]'
+	$(PIP) install --quiet -c constraints.txt -e '.[agent,atari,minatar,test,docs,examples,tf-agents,ray]'
 	# The TF-Agents guide's code runs in the tests. TF-Agents 0.19 declares pins
 	# that conflict with TF 2.21; its real needs come with the extra above.
 	$(PIP) install --quiet --no-deps -c constraints.txt tf-agents==0.19.0
@@ -65,6 +65,14 @@ learn-full: venv
 # V-trace vs no correction at policy lags 0, 8, 32 (docs/agent_ablation.png).
 ablation: venv
 	$(PY) -m benchmarks.learning.agent_learning ablation --seeds 0 1 2 --lags 0 8 32
+
+# Every correction × policy lag × seed (docs/lag_benchmark.md): the quick
+# smoke version into runs/lag-benchmark-quick, the full one into docs/.
+lag-benchmark: venv
+	$(PY) -m benchmarks.learning.lag_benchmark quick --out runs/lag-benchmark-quick
+
+lag-benchmark-full: venv
+	$(PY) -m benchmarks.learning.lag_benchmark full
 
 # The linter (ruff.toml) first: a lint error fails `make test` and so CI.
 lint: venv

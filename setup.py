@@ -46,6 +46,9 @@ setup(
         # Atari for the agent: ale-py 0.12 bundles the ROMs; gymnasium's
         # AtariPreprocessing resizes with OpenCV.
         "atari": ["gymnasium", "ale-py", "opencv-python-headless"],
+        # MinAtar games for the agent (MinAtar/... ids, tf_vtrace.agent.envs);
+        # minatar itself pulls in pandas, scipy and seaborn.
+        "minatar": ["minatar>=1.0.15"],
         # Ray actors for the agent (`--backend ray`, tf_vtrace.agent.backends);
         # imported only when that backend is chosen.
         "ray": ["ray"],

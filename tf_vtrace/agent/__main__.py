@@ -3,8 +3,10 @@
     python -m tf_vtrace.agent train --env-id CartPole-v1 --out runs/demo
     python -m tf_vtrace.agent evaluate runs/demo/policy --episodes 20
 
-`train` takes one ``--flag`` per `Config` field (``--no-correction`` for the
-ablation); a bad value is reported before anything starts. Run again with
+`train` takes ``--preset NAME`` (`tf_vtrace.agent.presets`: ``acrobot``,
+``minatar-breakout``, ...) and one ``--flag`` per `Config` field (``--correction
+{vtrace,none,is1,epsilon}``, ``--no-correction`` an alias of ``--correction
+none``); a bad value is reported before anything starts. Run again with
 the same ``--out``, it resumes that run (a different config is refused,
 naming the fields; ``--restart`` starts over). Exit status: 0 done, 1
 stopped by non-finite updates or failing actors (the checkpoint, policy and
@@ -29,9 +31,13 @@ def _config_flags(parser, defaults):
         flag = "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
         if field.name == "correction":
+            from tf_vtrace.agent.config import CORRECTIONS
+            parser.add_argument(flag, choices=CORRECTIONS, default=default,
+                                help="off-policy correction "
+                                     "(tf_vtrace.agent.corrections)")
             parser.add_argument("--no-correction", dest="correction",
-                                action="store_false",
-                                help="ablation: ρ = c = 1 (no V-trace)")
+                                action="store_const", const="none",
+                                help="alias of --correction none")
         elif isinstance(default, bool):
             parser.add_argument(flag, type=lambda s: s.lower() in ("1", "true", "yes"),
                                 default=default, metavar="BOOL")
@@ -46,6 +52,7 @@ def _config_flags(parser, defaults):
 
 def _parser():
     from tf_vtrace.agent.config import Config
+    from tf_vtrace.agent.presets import PRESETS
 
     parser = argparse.ArgumentParser(prog="python -m tf_vtrace.agent")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -60,6 +67,9 @@ def _parser():
         help="remove the outputs of the run in --out and start over")
     train_parser.add_argument("--no-progress", action="store_true")
     train_parser.add_argument("--env", dest="env_id", help="alias of --env-id")
+    train_parser.add_argument(
+        "--preset", choices=sorted(PRESETS), default=None,
+        help="named settings (tf_vtrace.agent.presets); other flags override")
     _config_flags(train_parser, Config())
     eval_parser = commands.add_parser("evaluate", help="evaluate a SavedModel")
     eval_parser.add_argument("policy", help="the exported policy directory")
@@ -67,7 +77,7 @@ def _parser():
     eval_parser.add_argument("--sampled", action="store_true",
                              help="sample actions instead of the greedy ones")
     eval_parser.add_argument("--seed", type=int, default=10_000)
-    return parser
+    return parser, train_parser
 
 
 def _train(parser, args):
@@ -118,7 +128,14 @@ def _evaluate(args):
 
 def main(argv=None):
     """Runs the command line; returns the exit status."""
-    parser = _parser()
+    from tf_vtrace.agent.presets import PRESETS
+
+    parser, train_parser = _parser()
+    # A preset sets the train flags' defaults, so that flags given win.
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["train"]:
+        preset = train_parser.parse_known_args(argv[1:])[0].preset
+        train_parser.set_defaults(**PRESETS.get(preset, {}))
     args = parser.parse_args(argv)
     if args.command == "train":
         return _train(parser, args)

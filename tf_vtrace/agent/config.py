@@ -9,12 +9,14 @@ multi-discrete actions only).
 
 import dataclasses
 
-__all__ = ["BACKENDS", "Config", "STRATEGIES"]
+__all__ = ["BACKENDS", "CORRECTIONS", "Config", "STRATEGIES"]
 
 # `tf_vtrace.agent.backends` implements BACKENDS.
 BACKENDS = ("local", "process", "ray")
 # `tf_vtrace.agent.learner.make_strategy` implements STRATEGIES.
 STRATEGIES = ("none", "mirrored", "multi_worker")
+# `tf_vtrace.agent.corrections` implements CORRECTIONS.
+CORRECTIONS = ("vtrace", "none", "is1", "epsilon")
 
 
 def _require(condition, field, expected, value):
@@ -39,8 +41,12 @@ class Config:
       baseline_cost: Weight of ½ (vs − V)².
       discount: γ.
       max_grad_norm: Clip the gradient to this global norm.
-      correction: True: V-trace. False: the ablation ρ = c = 1 (log μ is
-        replaced by log π without gradient: plain actor-critic on stale data).
+      correction: The off-policy correction, one of `CORRECTIONS`:
+        ``"vtrace"``, ``"none"`` (ρ = c = 1: log μ is replaced by log π
+        without gradient, plain actor-critic on stale data), ``"is1"``
+        (1-step importance sampling) or ``"epsilon"`` (ε-correction); see
+        `tf_vtrace.agent.corrections`. True and False are kept as aliases
+        of ``"vtrace"`` and ``"none"`` (the field was a bool).
       hidden_sizes: Widths of the MLP towers (vector observations).
       max_episode_steps: Override the env's time limit (None: its own).
       reward_clip: Clip rewards to ±reward_clip (None: no clipping).
@@ -77,7 +83,7 @@ class Config:
     baseline_cost: float = 0.5
     discount: float = 0.99
     max_grad_norm: float = 0.5
-    correction: bool = True
+    correction: str = "vtrace"
     hidden_sizes: tuple = (64, 64)
     max_episode_steps: int = None
     reward_clip: float = None
@@ -123,8 +129,11 @@ class Config:
         _require(isinstance(self.discount, (int, float))
                  and 0 <= self.discount <= 1, "discount", "in [0, 1]",
                  self.discount)
-        _require(isinstance(self.correction, bool), "correction", "a bool",
-                 self.correction)
+        if isinstance(self.correction, bool):
+            object.__setattr__(self, "correction",
+                               "vtrace" if self.correction else "none")
+        _require(self.correction in CORRECTIONS, "correction",
+                 f"one of {CORRECTIONS}", self.correction)
         _require(len(self.hidden_sizes) >= 1 and all(
             isinstance(h, int) and h >= 1 for h in self.hidden_sizes),
             "hidden_sizes", "a non-empty tuple of positive integers",

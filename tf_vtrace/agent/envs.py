@@ -15,18 +15,26 @@ Three kinds of environment, chosen by id:
   CartPole's 10 N), two heads for `tf_vtrace.multi_from_logits`;
 * ``ALE/...`` Atari games through ale-py (the `atari` extra) with the standard
   preprocessing: 30 no-op starts, frame skip 4 (max over the last two
-  frames), 84×84 greyscale, a stack of the last 4 frames.
+  frames), 84×84 greyscale, a stack of the last 4 frames;
+* ``MinAtar/...`` (Young & Tian 2019, the `minatar` extra): Breakout,
+  SpaceInvaders, Freeway, Asterix, Seaquest on 10×10 grids with one channel
+  per object kind. MinAtar registers its own gymnasium envs
+  (``minatar.gym.register_envs``; ``-v1``: the minimal action set, ``-v0``:
+  all 6 actions); their bool observations [10, 10, C] are given as float32
+  0/1 here, the dtype the networks and the exported policy take.
 """
 
 import functools
 
 import gymnasium as gym
+import numpy as np
 
 __all__ = ["MULTI_DISCRETE_ID", "check_env_id", "env_spaces", "head_sizes",
            "make_env", "make_vector_env", "to_env_actions"]
 
 MULTI_DISCRETE_ID = "tf_vtrace/CartPoleForce-v0"
 ATARI_PREFIX = "ALE/"
+MINATAR_PREFIX = "MinAtar/"
 FORCE_SCALES = (0.5, 1.0, 1.5)
 
 
@@ -72,8 +80,25 @@ def _register_atari():
     gym.register_envs(ale_py)
 
 
+def _register_minatar():
+    try:
+        import minatar.gym
+    except ImportError as error:
+        raise ImportError(
+            "MinAtar ids (MinAtar/...) need minatar: pip install "
+            "'tf-vtrace[minatar]'.") from error
+    if "MinAtar/Breakout-v1" not in gym.registry:
+        minatar.gym.register_envs()
+
+
+def _make_minatar(env_id, kwargs):
+    _register_minatar()
+    return gym.wrappers.DtypeObservation(gym.make(env_id, **kwargs), np.float32)
+
+
 def make_env(env_id, max_episode_steps=None):
-    """One environment, with the Atari preprocessing for ``ALE/`` ids.
+    """One environment, with the Atari preprocessing for ``ALE/`` ids and
+    float32 observations for ``MinAtar/`` ids.
 
     Args:
       env_id: A gymnasium id.
@@ -84,6 +109,8 @@ def make_env(env_id, max_episode_steps=None):
     """
     kwargs = {} if max_episode_steps is None else {
         "max_episode_steps": max_episode_steps}
+    if env_id.startswith(MINATAR_PREFIX):
+        return _make_minatar(env_id, kwargs)
     if not _is_atari(env_id):
         return gym.make(env_id, **kwargs)
     _register_atari()
@@ -127,6 +154,8 @@ def check_env_id(env_id):
                          f"{env_id!r}.")
     if _is_atari(env_id):
         _register_atari()
+    if env_id.startswith(MINATAR_PREFIX):
+        _register_minatar()
     try:
         gym.spec(env_id)
     except gym.error.Error as error:

@@ -1,7 +1,8 @@
 """The learner: one compiled `tf.function` step per unroll.
 
 The step runs the network over the T + 1 observations of B envs, computes the
-IMPALA loss with `tf_vtrace.impala.impala_loss` (time-limit truncations
+IMPALA loss of ``config.correction`` (`tf_vtrace.agent.corrections`; V-trace
+is `tf_vtrace.impala.impala_loss`) (time-limit truncations
 bootstrap from the learner's own V of the episode's final observation), and
 applies one Adam update (linear learning-rate decay to 0, global-norm
 gradient clipping), unless the loss or the gradient norm is non-finite: then
@@ -20,10 +21,11 @@ in cross-replica context. Keras 3 optimizers called inside `strategy.run` with
 ``global_clipnorm`` would clip each replica's gradient before the sum, a
 different update whenever clipping is active.
 
-With ``config.correction = False`` (the ablation), log μ(a) is replaced by
-log π(a) without gradient: log ρ = 0, so ρ = c = 1 and the loss is plain
-actor-critic on the stale data. The diagnostics then still report the real
-ρ = π/μ and KL(μ ‖ π) of the data, to show how off-policy it was.
+``config.correction`` picks the loss (`tf_vtrace.agent.corrections`):
+V-trace, no correction (ρ = c = 1), 1-step importance sampling or the
+ε-correction of the IMPALA paper's comparison. Whatever the correction, the
+diagnostics report the real ρ = π/μ of the data (mean, clipped fraction,
+effective sample size) and KL(μ ‖ π), to show how off-policy it was.
 """
 
 import contextlib
@@ -31,10 +33,8 @@ import contextlib
 import keras
 import numpy as np
 import tensorflow as tf
-import tensorflow_probability as tfp
 
-from tf_vtrace import impala, vtrace
-from tf_vtrace.agent import networks
+from tf_vtrace.agent import corrections, networks
 
 __all__ = ["Learner", "LEARNER_INPUTS", "make_strategy"]
 
@@ -106,23 +106,6 @@ def _time_batch_apply(model, observations):
             tf.reshape(values, shape[:2]))
 
 
-def _behaviour_diagnostics(behaviour_heads, target_heads, action_heads):
-    """Mean ρ, fraction ρ > 1 and KL(μ ‖ π) of the data (no gradient)."""
-    target = tf.add_n(vtrace.multi_log_probs_from_logits_and_actions(
-        target_heads, action_heads))
-    behaviour = tf.add_n(vtrace.multi_log_probs_from_logits_and_actions(
-        behaviour_heads, action_heads))
-    log_rhos = tf.stop_gradient(target - behaviour)
-    kl = tf.add_n([tfp.distributions.kl_divergence(
-        tfp.distributions.Categorical(logits=mu),
-        tfp.distributions.Categorical(logits=tf.stop_gradient(pi)))
-        for mu, pi in zip(behaviour_heads, target_heads)])
-    return {"mean_rho": tf.reduce_mean(tf.exp(log_rhos)),
-            "rho_clipped_fraction": tf.reduce_mean(
-                tf.cast(log_rhos > 0., tf.float32)),
-            "kl": tf.reduce_mean(kl)}
-
-
 class Learner:
     """Owns the network and the optimizer; `step(unroll)` is one update.
 
@@ -187,7 +170,7 @@ class Learner:
 
     def _loss_inputs(self, observations, actions, behaviour_logits, rewards,
                      discounts, truncated, final_observations):
-        """The positional and keyword inputs of `impala_loss` for one unroll."""
+        """The `corrections.LossInputs` of one unroll."""
         logits, values = _time_batch_apply(self.model, observations)
         # V(x_{t+1}) of each truncated episode's own final observation, from
         # the learner's value like every other value in the targets.
@@ -200,29 +183,22 @@ class Learner:
         target_heads = networks.split_heads(logits[:T], self.head_sizes)
         behaviour_heads = networks.split_heads(behaviour_logits, self.head_sizes)
         action_heads = tf.unstack(actions, len(self.head_sizes), axis=-1)
-        args = (behaviour_heads, target_heads, action_heads, discounts, rewards,
-                values[:T], values[T])
-        kwargs = dict(truncated=truncated, truncation_values=truncation_values)
-        if not self.config.correction:
-            kwargs["behaviour_action_log_probs"] = [
-                tf.stop_gradient(lp) for lp in
-                vtrace.multi_log_probs_from_logits_and_actions(
-                    target_heads, action_heads)]
-        return args, kwargs
+        return corrections.LossInputs(
+            behaviour_heads, target_heads, action_heads, discounts, rewards,
+            values[:T], values[T], truncated, truncation_values)
 
     def _loss_and_gradients(self, observations, actions, behaviour_logits,
                             rewards, discounts, truncated, final_observations):
         """`(loss, diagnostics, gradients)` of one unroll, nothing applied."""
         with tf.GradientTape() as tape:
-            args, kwargs = self._loss_inputs(
+            inputs = self._loss_inputs(
                 observations, actions, behaviour_logits, rewards, discounts,
                 truncated, final_observations)
-            loss, diagnostics = impala.impala_loss(
-                *args, **kwargs, baseline_cost=self.config.baseline_cost,
-                entropy_cost=self.config.entropy_cost, reduction="mean")
+            loss, diagnostics = corrections.correction_loss(
+                self.config.correction, inputs,
+                dict(baseline_cost=self.config.baseline_cost,
+                     entropy_cost=self.config.entropy_cost))
         gradients = tape.gradient(loss, self.model.trainable_variables)
-        if not self.config.correction:
-            diagnostics.update(_behaviour_diagnostics(*args[:3]))
         return loss, diagnostics, gradients
 
     def _apply(self, loss, diagnostics, gradients):
@@ -277,13 +253,15 @@ class Learner:
 
     def _vtrace_targets(self, observations, actions, behaviour_logits, rewards,
                         discounts, truncated, final_observations):
-        args, kwargs = self._loss_inputs(
+        inputs = self._loss_inputs(
             observations, actions, behaviour_logits, rewards, discounts,
             truncated, final_observations)
-        targets = impala.vtrace_targets(*args, **kwargs)
-        return {"vs": targets.vs, "pg_advantages": targets.pg_advantages,
-                "values": args[5], "bootstrap_value": args[6],
-                "truncation_values": kwargs["truncation_values"]}
+        vs, advantages, rhos = corrections.correction_targets(
+            self.config.correction, inputs)
+        return {"vs": vs, "pg_advantages": advantages, "rhos": rhos,
+                "values": inputs.values,
+                "bootstrap_value": inputs.bootstrap_value,
+                "truncation_values": inputs.truncation_values}
 
     def _inputs(self, unroll):
         return _slice_envs(unroll, 0, 1)
@@ -310,7 +288,8 @@ class Learner:
 
     def vtrace_targets(self, unroll):
         """What the loss is built on, without updating: a dict of numpy
-        ``vs``, ``pg_advantages``, ``values``, ``bootstrap_value`` and
+        ``vs``, ``pg_advantages``, ``rhos`` (ρ_t = π/μ of the data, see
+        `corrections.correction_targets`), ``values``, ``bootstrap_value`` and
         ``truncation_values`` for `unroll` under the current weights."""
         return {k: np.asarray(v) for k, v in
                 self._targets(*self._inputs(unroll)).items()}

@@ -9,15 +9,19 @@ logits of all action heads concatenated, [N, Σ_h A_h] (split with
   near uniform), as in CleanRL's PPO for classic control.
 * `nature_cnn`: for stacked Atari frames [N, 4, 84, 84] uint8, the DQN /
   IMPALA "shallow" convolutional trunk (Mnih et al. 2015) shared by both heads.
+* `grid_cnn`: for small channels-last grids [N, 10, 10, C] of 0/1 (MinAtar),
+  the MinAtar baselines' trunk (Young & Tian 2019): one 3×3 convolution of 16
+  filters and a dense layer of 128, ReLU, shared by both heads.
 """
 
 import math
 
 import keras
+import numpy as np
 
 from tf_vtrace.export import split_heads
 
-__all__ = ["build_network", "mlp", "nature_cnn", "split_heads"]
+__all__ = ["build_network", "grid_cnn", "mlp", "nature_cnn", "split_heads"]
 
 
 def _dense(units, gain, activation=None, name=None):
@@ -34,6 +38,27 @@ def _outputs(policy_features, value_features, num_logits):
     return logits, value
 
 
+def _seeded_input(observation_shape, seed):
+    """The model's input, after seeding the initializers (if `seed`)."""
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
+    return keras.Input(observation_shape, name="observations")
+
+
+def _conv(filters, kernel, stride, name=None):
+    return keras.layers.Conv2D(
+        filters, kernel, stride, activation="relu", name=name,
+        kernel_initializer=keras.initializers.Orthogonal(math.sqrt(2)))
+
+
+def _shared_torso_model(observations, features, width, head_sizes, name):
+    """Flatten, one dense ReLU layer of `width` ("torso"), both heads on it."""
+    hidden = keras.layers.Flatten()(features)
+    hidden = _dense(width, math.sqrt(2), "relu", name="torso")(hidden)
+    return keras.Model(observations, _outputs(hidden, hidden, sum(head_sizes)),
+                       name=name)
+
+
 def mlp(observation_shape, head_sizes, hidden_sizes=(64, 64), seed=None):
     """Separate tanh towers for the policy and the value.
 
@@ -46,9 +71,7 @@ def mlp(observation_shape, head_sizes, hidden_sizes=(64, 64), seed=None):
     Returns:
       A `keras.Model` observations → [logits, value].
     """
-    if seed is not None:
-        keras.utils.set_random_seed(seed)
-    observations = keras.Input(observation_shape, name="observations")
+    observations = _seeded_input(observation_shape, seed)
     flat = keras.layers.Flatten()(observations)
     towers = []
     for tower in ("policy", "value"):
@@ -72,24 +95,37 @@ def nature_cnn(observation_shape, head_sizes, seed=None):
     Returns:
       A `keras.Model` observations → [logits, value].
     """
-    if seed is not None:
-        keras.utils.set_random_seed(seed)
-    observations = keras.Input(observation_shape, name="observations")
+    observations = _seeded_input(observation_shape, seed)
     hidden = keras.layers.Permute((2, 3, 1))(observations)  # channels last
     hidden = keras.layers.Rescaling(1. / 255)(hidden)
     for filters, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
-        hidden = keras.layers.Conv2D(
-            filters, kernel, stride, activation="relu",
-            kernel_initializer=keras.initializers.Orthogonal(math.sqrt(2)))(hidden)
-    hidden = keras.layers.Flatten()(hidden)
-    hidden = _dense(512, math.sqrt(2), "relu", name="torso")(hidden)
-    return keras.Model(observations, _outputs(hidden, hidden, sum(head_sizes)),
-                       name="nature_cnn")
+        hidden = _conv(filters, kernel, stride)(hidden)
+    return _shared_torso_model(observations, hidden, 512, head_sizes,
+                               "nature_cnn")
+
+
+def grid_cnn(observation_shape, head_sizes, seed=None):
+    """MinAtar's trunk on channels-last grids, shared by both heads.
+
+    Args:
+      observation_shape: (height, width, channels), values in [0, 1].
+      head_sizes: Actions per head.
+      seed: Seeds the initializers.
+
+    Returns:
+      A `keras.Model` observations → [logits, value].
+    """
+    observations = _seeded_input(observation_shape, seed)
+    hidden = _conv(16, 3, 1, name="conv")(observations)
+    return _shared_torso_model(observations, hidden, 128, head_sizes,
+                               "grid_cnn")
 
 
 def build_network(observation_space, head_sizes, hidden_sizes=(64, 64),
                   seed=None):
-    """`nature_cnn` for image stacks (rank-3 observations), else `mlp`.
+    """By the observations: `nature_cnn` for uint8 rank-3 ones (stacked
+    Atari frames, channels first), `grid_cnn` for other rank-3 ones (MinAtar
+    grids, channels last), else `mlp`.
 
     Args:
       observation_space: A `gymnasium.spaces.Box`.
@@ -101,6 +137,8 @@ def build_network(observation_space, head_sizes, hidden_sizes=(64, 64),
       A `keras.Model` observations → [logits, value].
     """
     shape = tuple(observation_space.shape)
-    if len(shape) == 3:
+    if len(shape) == 3 and observation_space.dtype == np.uint8:
         return nature_cnn(shape, head_sizes, seed=seed)
+    if len(shape) == 3:
+        return grid_cnn(shape, head_sizes, seed=seed)
     return mlp(shape, head_sizes, hidden_sizes, seed=seed)

@@ -1,0 +1,339 @@
+"""The policy-lag benchmark: each off-policy correction × policy lag × seed.
+
+    python -m benchmarks.learning.lag_benchmark quick --out runs/lag-quick  # make lag-benchmark
+    python -m benchmarks.learning.lag_benchmark full                       # make lag-benchmark-full
+
+Every run trains one agent in this process (`tf_vtrace.agent`'s actor,
+learner and `WeightHistory`, the loop of `tf_vtrace.agent.train` without its
+checkpoints and export) with the actor acting on weights `lag` learner
+updates old. It writes ``runs/<env>/<correction>-lag<L>-seed<S>.json`` under
+`--out` (the episodes' returns against env steps, and per update the
+measured ρ-clip fraction, ESS/N = (Σρ)² / (N Σρ²) over the N = T·B steps of
+the batch, and KL(μ ‖ π)); a finished run is not trained again. Then it
+writes `lag_benchmark.json` (every run's summary and its curve on a common
+grid), `lag_benchmark.png` (returns against env steps, one panel per env ×
+lag, the mean over seeds with a 95 % bootstrap band over seeds) and
+`lag_benchmark.md` (the table of final returns with ρ-clip fraction and
+ESS/N next to them). `full` writes those three into docs/.
+
+Settings (`ENVS`): the learning rate and batch are chosen so that lag has
+room to hurt. A lag is counted in learner updates, and Adam moves each weight
+by about the learning rate per update, so what a lag does depends on
+updates × step size. The CartPole demo's 1e-3 with 32 × 20 steps per update
+left even lag-32 data nearly on-policy (KL(μ‖π) 0.003, mean ρ 1.00); here
+CartPole takes lr 3e-3 with 8 envs × 20 steps (4x the updates per env step,
+3x the step size), and MinAtar Breakout lr 1e-3 with 16 envs × 20 steps.
+
+Cost, measured on a shared 2-core machine (load 10–20): a CartPole run of
+100k steps took 60–260 s of wall time; the 80 CartPole runs of `full` are
+1.5–3 hours there, and MinAtar (1M steps a run, a few hundred env steps/s
+under that load) is far beyond: use `--envs`, `--lags`, `--seeds`,
+`--corrections` for a part, and `--report-only` to report what is on disk.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from tf_vtrace.agent import actor as actor_lib  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
+from tf_vtrace.agent import envs as envs_lib  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
+from tf_vtrace.agent import learner as learner_lib  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
+from tf_vtrace.agent import policy_lag  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
+from tf_vtrace.agent.config import CORRECTIONS, Config  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
+from tf_vtrace.agent.train import actor_learner_step  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
+
+ENVS = {
+    "CartPole-v1": dict(num_envs=8, unroll_length=20, learning_rate=3e-3,
+                        total_env_steps=100_000),
+    "MinAtar/Breakout-v1": dict(num_envs=16, unroll_length=20,
+                                learning_rate=1e-3, total_env_steps=1_000_000),
+}
+# quick: a smoke test of the whole path (4 updates a run, no XLA: compiling
+# would take most of its time), not a measurement.
+MODES = {
+    "quick": dict(envs=("CartPole-v1",), corrections=CORRECTIONS, lags=(0, 16),
+                  seeds=(0, 1), total_env_steps=4 * 8 * 20, jit_compile=False),
+    "full": dict(envs=tuple(ENVS), corrections=CORRECTIONS, lags=(0, 4, 16, 64),
+                 seeds=(0, 1, 2, 3, 4), total_env_steps=None, jit_compile=True),
+}
+DIAGNOSTICS = ("rho_clipped_fraction", "ess_fraction", "kl", "mean_rho")
+# Final return: the mean of the episodes in the last 10 % of env steps.
+FINAL_FRACTION = 0.1
+
+
+def run_config(env_id, correction, lag, seed, plan):
+    settings = dict(ENVS[env_id], env_id=env_id, correction=correction,
+                    policy_lag=lag, seed=seed, jit_compile=plan["jit_compile"])
+    if plan["total_env_steps"]:
+        settings["total_env_steps"] = plan["total_env_steps"]
+    return Config(**settings)
+
+
+def train_run(config):
+    """One run: returns its record (episodes, per-update diagnostics)."""
+    start = time.time()
+    actor = actor_lib.LocalActor(config)
+    learner = learner_lib.Learner(
+        config, envs_lib.env_spaces(config.env_id)[0], actor.head_sizes)
+    history = policy_lag.WeightHistory(config.policy_lag)
+    history.push(learner.version, learner.get_weights())
+    episodes, updates = {"env_steps": [], "returns": []}, {k: [] for k in DIAGNOSTICS}
+    try:
+        for update in range(1, config.num_updates + 1):
+            unroll, diagnostics = actor_learner_step(actor, learner, history)
+            steps = update * config.steps_per_update
+            episodes["returns"] += unroll["episode_returns"].tolist()
+            episodes["env_steps"] += [steps] * len(unroll["episode_returns"])
+            for key in DIAGNOSTICS:
+                updates[key].append(diagnostics[key])
+    finally:
+        actor.close()
+    return {"env_id": config.env_id, "correction": config.correction,
+            "policy_lag": config.policy_lag, "seed": config.seed,
+            "env_steps": config.num_updates * config.steps_per_update,
+            "wall_s": round(time.time() - start, 1), "config": config.to_dict(),
+            "episodes": episodes, "updates": updates}
+
+
+def final_return(record):
+    steps, returns = (np.asarray(record["episodes"][k])
+                      for k in ("env_steps", "returns"))
+    late = steps > (1 - FINAL_FRACTION) * record["env_steps"]
+    return float(returns[late].mean() if late.any() else returns[-1:].mean()
+                 if len(returns) else np.nan)
+
+
+def late_mean(record, key):
+    """The mean of a per-update diagnostic over the second half of the run."""
+    values = np.asarray(record["updates"][key])
+    return float(values[len(values) // 2:].mean())
+
+
+def run_path(out, config):
+    name = (f"{config.correction}-lag{config.policy_lag}-seed{config.seed}.json")
+    return out / "runs" / config.env_id.replace("/", "_") / name
+
+
+def run_all(plan, out, train=True):
+    """Trains (or reloads) every run of `plan`, a progress line per run.
+    Seeds are the outer loop: a partial run has every setting on its seeds.
+    With `train` False, only the runs already on disk are read."""
+    configs = [run_config(env_id, correction, lag, seed, plan)
+               for seed in plan["seeds"] for env_id in plan["envs"]
+               for lag in plan["lags"] for correction in plan["corrections"]]
+    records, missing = [], []
+    for index, config in enumerate(configs, 1):
+        path = run_path(out, config)
+        # Compared as JSON: tuples come back as lists.
+        wanted = json.loads(json.dumps(config.to_dict()))
+        if path.exists() and json.loads(path.read_text())["config"] == wanted:
+            record = json.loads(path.read_text())
+        elif not train:
+            print(f"[{index}/{len(configs)}] {path.name}: not run", flush=True)
+            missing.append(f"{config.env_id} {path.stem}")
+            continue
+        else:
+            record = train_run(config)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(record))
+        records.append(record)
+        print(f"[{index}/{len(configs)}] {config.env_id} {config.correction} "
+              f"lag {config.policy_lag} seed {config.seed}: final return "
+              f"{final_return(record):.1f}, ρ-clip "
+              f"{late_mean(record, 'rho_clipped_fraction'):.3f}, ESS/N "
+              f"{late_mean(record, 'ess_fraction'):.3f}, {record['wall_s']} s",
+              flush=True)
+    return records, missing
+
+
+# --- The report: JSON, figure, table ------------------------------------------
+
+GRID_POINTS = 40
+BOOTSTRAP_SAMPLES = 2000
+
+
+def curve(record, grid):
+    """Mean return of the episodes ending in each grid bin (carried forward
+    over empty bins; NaN before the first episode)."""
+    steps, returns = (np.asarray(record["episodes"][k], float)
+                      for k in ("env_steps", "returns"))
+    values, last = [], np.nan
+    for low, high in zip(np.concatenate([[0.], grid[:-1]]), grid):
+        in_bin = (steps > low) & (steps <= high)
+        last = returns[in_bin].mean() if in_bin.any() else last
+        values.append(last)
+    return np.asarray(values)
+
+
+def bootstrap_band(samples, rng):
+    """(mean, low, high): the mean over seeds (axis 0) and its 95 % bootstrap
+    interval (resampling the seeds with replacement)."""
+    samples = np.asarray(samples, float)
+    picks = rng.integers(0, len(samples), (BOOTSTRAP_SAMPLES, len(samples)))
+    means = samples[picks].mean(axis=1)
+    return (samples.mean(axis=0), *np.percentile(means, [2.5, 97.5], axis=0))
+
+
+def _groups(records):
+    keys = sorted({(r["env_id"], r["policy_lag"]) for r in records},
+                  key=lambda k: (list(ENVS).index(k[0]), k[1]))
+    return {key: {c: [r for r in records if (r["env_id"], r["policy_lag"]) == key
+                      and r["correction"] == c] for c in CORRECTIONS}
+            for key in keys}
+
+
+def summarize(records):
+    """One row per env × lag × correction: final return with its band, the
+    late ρ-clip fraction, ESS/N and KL (means over seeds), and the curves."""
+    rng, rows = np.random.default_rng(0), []
+    for (env_id, lag), by_correction in _groups(records).items():
+        budget = max(r["env_steps"] for r in sum(by_correction.values(), []))
+        grid = np.linspace(budget / GRID_POINTS, budget, GRID_POINTS)
+        for correction, runs in by_correction.items():
+            if not runs:
+                continue
+            mean, low, high = bootstrap_band([final_return(r) for r in runs], rng)
+            band = bootstrap_band([curve(r, grid) for r in runs], rng)
+            rows.append({
+                "env_id": env_id, "policy_lag": lag, "correction": correction,
+                "seeds": [r["seed"] for r in runs], "final_return": float(mean),
+                "final_return_ci95": [float(low), float(high)],
+                **{key: float(np.mean([late_mean(r, key) for r in runs]))
+                   for key in ("rho_clipped_fraction", "ess_fraction", "kl")},
+                "grid_env_steps": grid.tolist(),
+                "curve_mean": band[0].tolist(), "curve_ci95_low": band[1].tolist(),
+                "curve_ci95_high": band[2].tolist()})
+    return rows
+
+
+def plot(rows, png_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = list(dict.fromkeys(r["env_id"] for r in rows))
+    lags = sorted({r["policy_lag"] for r in rows})
+    figure, axes = plt.subplots(len(envs), len(lags), squeeze=False,
+                                figsize=(3.6 * len(lags), 3 * len(envs)))
+    for i, env_id in enumerate(envs):
+        for j, lag in enumerate(lags):
+            axis = axes[i][j]
+            for row in rows:
+                if (row["env_id"], row["policy_lag"]) != (env_id, lag):
+                    continue
+                x = np.asarray(row["grid_env_steps"])
+                # One colour per correction in every panel.
+                color = f"C{CORRECTIONS.index(row['correction'])}"
+                axis.plot(x, row["curve_mean"], color=color,
+                          label=row["correction"])
+                axis.fill_between(x, row["curve_ci95_low"], row["curve_ci95_high"],
+                                  color=color, alpha=0.2)
+            axis.set_title(f"{env_id}, lag {lag}", fontsize=9)
+            axis.set_xlabel("env steps")
+        axes[i][0].set_ylabel("training return")
+    axes[0][0].legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(png_path, dpi=90)
+    plt.close(figure)
+
+
+def table(rows):
+    lines = ["| env | lag | correction | seeds | final return [95 % CI] "
+             "| ρ-clip fraction | ESS/N | KL(μ‖π) |",
+             "|---|---:|---|---:|---|---:|---:|---:|"]
+    for r in rows:
+        low, high = r["final_return_ci95"]
+        lines.append(
+            f"| {r['env_id']} | {r['policy_lag']} | {r['correction']} "
+            f"| {len(r['seeds'])} | {r['final_return']:.1f} [{low:.1f}, {high:.1f}] "
+            f"| {r['rho_clipped_fraction']:.3f} | {r['ess_fraction']:.3f} "
+            f"| {r['kl']:.4f} |")
+    return "\n".join(lines)
+
+
+PAGE = """# The policy-lag benchmark
+
+Generated by `benchmarks/learning/lag_benchmark.py` (`make lag-benchmark-full`;
+`make lag-benchmark` is the quick smoke version): every off-policy correction
+of `tf_vtrace.agent.corrections` (V-trace, none, 1-step importance sampling,
+ε-correction) at each policy lag, with the settings of its `ENVS` (why those
+learning rates: see the script's doc). Final return: the mean training return
+(sampled actions) of the episodes in the last {final:.0%} of env steps, mean
+over seeds, with a 95 % bootstrap interval over seeds. ρ-clip fraction (steps
+with ρ > ρ̄ = 1), ESS/N = (Σρ)² / (N Σρ²) per batch of N = T·B steps, and
+KL(μ‖π): means over the second half of each run's updates, then over seeds.
+
+Command: `{command}`; {runs} runs, {run_wall:.0f} s of training wall time
+in all (one process; each run's own in `lag_benchmark.json`, `runs`), this
+command {wall:.0f} s (runs already on disk are read, not trained); machine
+load at the end (`/proc/loadavg`): `{load}`. {missing}
+
+![returns against env steps]({png})
+
+{table}
+"""
+
+
+def write_report(records, missing, out, command, wall_s):
+    """Writes lag_benchmark.{json,png,md} into `out`; `missing` names the
+    runs of the plan that were not run (``--report-only``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = summarize(records)
+    (out / "lag_benchmark.json").write_text(json.dumps(
+        {"command": command, "wall_s": round(wall_s, 1), "missing": missing,
+         "rows": rows,
+         "runs": [{k: v for k, v in r.items() if k not in ("episodes", "updates")}
+                  for r in records]}, indent=1))
+    plot(rows, out / "lag_benchmark.png")
+    with open("/proc/loadavg") as handle:
+        load = " ".join(handle.read().split()[:3])
+    (out / "lag_benchmark.md").write_text(PAGE.format(
+        final=FINAL_FRACTION, command=command, runs=len(records), wall=wall_s,
+        run_wall=sum(r["wall_s"] for r in records),
+        load=load, png="lag_benchmark.png", table=table(rows),
+        missing=(f"Runs of this plan not run: {', '.join(missing)}."
+                 if missing else "Every run of this plan was run.")))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("mode", choices=sorted(MODES))
+    parser.add_argument("--out", type=pathlib.Path, default=None,
+                        help="runs and results (full: runs/lag-benchmark, "
+                             "results into docs/)")
+    for key in ("envs", "corrections", "lags", "seeds"):
+        parser.add_argument("--" + key, nargs="+", default=None,
+                            type=int if key in ("lags", "seeds") else str,
+                            help=f"a subset of the mode's {key}")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="env steps per run (default: the mode's / ENVS')")
+    parser.add_argument("--report-only", action="store_true",
+                        help="train nothing: report the runs already on disk")
+    args = parser.parse_args(argv)
+    plan = dict(MODES[args.mode])
+    plan.update({key: getattr(args, key) for key in
+                 ("envs", "corrections", "lags", "seeds")
+                 if getattr(args, key) is not None})
+    plan["total_env_steps"] = args.steps or plan["total_env_steps"]
+    out = args.out or ROOT / "runs" / "lag-benchmark"
+    docs = out if args.out or args.mode == "quick" else ROOT / "docs"
+    start = time.time()
+    records, missing = run_all(plan, out, train=not args.report_only)
+    if not records:
+        parser.error(f"no run of this plan is on disk under {out}")
+    write_report(records, missing, docs, command=" ".join(["lag_benchmark.py"] + (
+        argv if argv is not None else sys.argv[1:])),
+        wall_s=time.time() - start)
+    print(f"wrote {docs / 'lag_benchmark.md'} in {time.time() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""`make lag-benchmark`'s path end to end, as a smoke test: the quick mode
+(4 updates a run, CartPole, lags 0 and 16, 2 seeds) for two corrections in
+a fresh process, then what it wrote, then `--report-only` reading it back.
+Learning numbers are not asserted (the benchmark's full mode measures them,
+docs/lag_benchmark.md)."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+from tolerances import SUBPROCESS_TIMEOUT_S
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _quick(out, *flags):
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.learning.lag_benchmark",
+         "quick", "--out", str(out),
+         "--corrections", "vtrace", "is1", *flags],
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, cwd=ROOT,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def test_quick_lag_benchmark_writes_runs_table_and_figure(tmp_path):
+    result = _quick(tmp_path)
+    progress = [line for line in result.stdout.splitlines()
+                if line.startswith("[")]
+    assert len(progress) == 8 and progress[-1].startswith("[8/8]")
+    runs = sorted((tmp_path / "runs" / "CartPole-v1").glob("*.json"))
+    assert len(runs) == 8
+    record = json.loads(runs[0].read_text())
+    assert record["env_steps"] == 4 * 8 * 20
+    assert len(record["updates"]["ess_fraction"]) == 4
+    rows = json.loads((tmp_path / "lag_benchmark.json").read_text())["rows"]
+    assert {(r["policy_lag"], r["correction"]) for r in rows} == {
+        (lag, c) for lag in (0, 16) for c in ("vtrace", "is1")}
+    for row in rows:
+        low, high = row["final_return_ci95"]
+        assert low <= row["final_return"] <= high and row["seeds"] == [0, 1]
+        assert 0 < row["ess_fraction"] <= 1 + 1e-6
+        # On-policy ρ = 1 up to float noise, never counted as clipped; the
+        # actor's initial weights against 4 updates at lr 3e-3 are not.
+        if row["policy_lag"] == 0:
+            assert row["rho_clipped_fraction"] == 0 and row["kl"] < 1e-6
+        else:
+            assert row["rho_clipped_fraction"] > 0.1 and row["kl"] > 1e-4
+    page = (tmp_path / "lag_benchmark.md").read_text()
+    assert "| CartPole-v1 | 16 | is1 | 2 |" in page
+    assert (tmp_path / "lag_benchmark.png").stat().st_size > 10_000
+    # The runs on disk are read back, not trained again.
+    again = _quick(tmp_path, "--report-only")
+    assert "not run" not in again.stdout
+    assert json.loads((tmp_path / "lag_benchmark.json").read_text())["rows"] == rows

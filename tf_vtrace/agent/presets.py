@@ -1,0 +1,26 @@
+"""Named configurations for the CLI's ``--preset`` (flags given after it win).
+
+* ``cartpole``: the `Config` defaults (CartPole-v1, 500k env steps).
+* ``acrobot``: Acrobot-v1 (reward −1 per step until the tip swings above the
+  bar, 500-step limit): the defaults' MLP and step size, 500k env steps.
+* ``minatar-breakout`` (and ``-space-invaders``, ``-freeway``, ``-asterix``):
+  MinAtar games (the `minatar` extra) with `networks.grid_cnn`, 5M env steps
+  as in the MinAtar paper's baselines (Young & Tian 2019), 32 envs × 20
+  steps, Adam 5e-4 decayed to 0, entropy cost 0.01, γ 0.99, rewards as given
+  (MinAtar's are 0/1 already). These are starting points, not tuned here.
+"""
+
+__all__ = ["PRESETS"]
+
+_MINATAR = dict(num_envs=32, unroll_length=20, total_env_steps=5_000_000,
+                learning_rate=5e-4, entropy_cost=0.01, discount=0.99,
+                max_grad_norm=0.5)
+
+PRESETS = {
+    "cartpole": {},
+    "acrobot": dict(env_id="Acrobot-v1", total_env_steps=500_000),
+    **{f"minatar-{name}": dict(_MINATAR, env_id=f"MinAtar/{game}-v1")
+       for name, game in (("breakout", "Breakout"),
+                          ("space-invaders", "SpaceInvaders"),
+                          ("freeway", "Freeway"), ("asterix", "Asterix"))},
+}
