@@ -10,7 +10,7 @@ import functools
 
 import tensorflow as tf
 
-from tf_vtrace import _tape
+from tf_vtrace import _checks, _tape
 
 __all__ = ["fused_loss_sums"]
 
@@ -51,7 +51,7 @@ def _split_record(record, tensors_only):
 def _split_for_compiling(inputs, options, costs):
     """(tensor arguments, hashable static records), or None when the loss
     cannot run as one compiled call (see `impala_loss`'s `jit_compile`)."""
-    if not options.jit_compile or options.validate_args or options.dist_class is not None:
+    if not options.jit_compile or options.dist_class is not None:
         return None
     splits = [_split_record(inputs, tensors_only=True),
               _split_record(options._replace(model=None), tensors_only=False),
@@ -79,18 +79,34 @@ def _compiled_loss_sums(loss_sums, static, with_diagnostics, with_gradients):
     The targets inside carry no gradient (the core's recursion is under
     stop_gradient), so the inner tape differentiates only the log-probs and
     the terms: XLA fuses forward and backward into one call.
+
+    The value checks made inside (actions in range, tensor hyperparameters)
+    come back as a code (`_checks.pack`), raised by the caller. Where they
+    fail the loss is NaN and the gradient 0: inside a caller's XLA function,
+    where nothing can raise, the NaN loss reports the bad batch while the
+    weights stay finite.
     """
     def call(tensors):
         records = [record._replace(**fields) for record, fields in zip(static, tensors)]
+        with _checks.collecting() as checks:
+            if not with_gradients:
+                outputs = loss_sums(*records, with_diagnostics)
+            else:
+                differentiable = _differentiable(tensors[0])
+                with tf.GradientTape() as tape:
+                    tape.watch(differentiable)
+                    outputs = loss_sums(*records, with_diagnostics)
+                gradients = tape.gradient(
+                    outputs[0], differentiable,
+                    unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        code = _checks.pack(checks)
+        if code is None:
+            code = tf.constant(0)
+        outputs = (_checks.poison(code, outputs[0]), *outputs[1:])
         if not with_gradients:
-            return loss_sums(*records, with_diagnostics)
-        differentiable = _differentiable(tensors[0])
-        with tf.GradientTape() as tape:
-            tape.watch(differentiable)
-            outputs = loss_sums(*records, with_diagnostics)
-        return outputs, tape.gradient(
-            outputs[0], differentiable,
-            unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            return outputs, code
+        ok = tf.equal(code, 0)
+        return outputs, [tf.where(ok, g, tf.zeros_like(g)) for g in gradients], code
 
     return tf.function(call, jit_compile=True, reduce_retracing=True,
                        autograph=False)
@@ -123,10 +139,14 @@ def fused_loss_sums(loss_sums, inputs, options, costs, with_diagnostics):
         return None
     tensors, static = split
     if not _tape.may_record():
-        return _compiled_loss_sums(loss_sums, static, with_diagnostics, False)(tensors)
+        outputs, code = _compiled_loss_sums(
+            loss_sums, static, with_diagnostics, False)(tensors)
+        _checks.raise_packed(code)
+        return outputs
     # Traced first: a tape opened while recording is paused would not record.
     compiled = _compiled_loss_sums(
         loss_sums, static, with_diagnostics, True).get_concrete_function(tensors)
-    (total, *rest), gradients = _tape.call_unrecorded(compiled, tensors)
+    (total, *rest), gradients, code = _tape.call_unrecorded(compiled, tensors)
+    _checks.raise_packed(code)
     differentiable = _differentiable(tensors[0])
     return (_with_gradients(total, gradients, differentiable), *rest)

@@ -60,11 +60,11 @@ def where_valid(valid, tensor):
     return tf.where(expand_to_rank(valid, tensor), tensor, tf.zeros_like(tensor))
 
 
-def as_bool(tensor, name, reference, time_major, validate_args):
+def as_bool(tensor, name, reference, time_major):
     """A bool [T, B, ...] tensor from a bool or numeric per-step input."""
     tensor = tf.convert_to_tensor(tensor, name=name)
     asserts = _checks.check_same_shape(tensor, name, reference, "values",
-                                       time_major, validate_args)
+                                       time_major)
     if tensor.dtype != tf.bool:
         tensor = tf.not_equal(tensor, tf.zeros([], tensor.dtype))
     return tensor, asserts
