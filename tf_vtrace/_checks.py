@@ -374,7 +374,11 @@ def pack(checks):
     """The int32 code of `(ok, message)` checks: the bits of the failed ones."""
     if not checks:
         return None
-    return tf.add_n([tf.where(ok, 0, _bit(message)) for ok, message in checks])
+    by_message = collections.defaultdict(list)
+    for ok, message in checks:  # One bit per message, however many checks.
+        by_message[message].append(ok)
+    return tf.add_n([tf.where(tf.reduce_all(tf.stack(oks)), 0, _bit(message))
+                     for message, oks in by_message.items()])
 
 
 def poison(code, tensor):

@@ -209,7 +209,9 @@ class _VTraceOptionsOwner:
     """
 
     def _store_vtrace_options(self, options):
+        # Checked here, so that a loaded config (a .keras file) is too.
         _checks.check_choice(options.pg_target, "pg_target", impala.PG_TARGETS)
+        _checks.check_hyperparameters(options)
         self._vtrace = options
 
     def _vtrace_config(self):
