@@ -315,3 +315,101 @@ def test_nan_padding_after_a_terminal_step_stays_out(jit_compile):
     assert loss.numpy() == clean_loss.numpy()  # NaN or 0 padding: the same loss.
     for gradient in gradients:
         assert np.all(np.isfinite(gradient.numpy()))
+
+
+# --- The Keras faces ---------------------------------------------------------
+
+
+def _keras_fit_setup(bad_action=None):
+    from tf_vtrace.keras import ImpalaLoss, keras, pack_targets
+    batch = make_batch(3)
+    actions = batch["actions"].T.copy()
+    if bad_action is not None:
+        actions[1, 2] = bad_action
+    y_true = pack_targets(actions, batch["rewards"].T, batch["discounts"].T,
+                          np.transpose(batch["behaviour_policy_logits"], [1, 0, 2]))
+    keras.utils.set_random_seed(0)
+    obs = keras.Input((T + 1, 2))
+    model = keras.Model(obs, keras.layers.Dense(A + 1)(obs))
+    observations = np.random.default_rng(0).normal(size=(B, T + 1, 2)).astype(np.float32)
+    return model, ImpalaLoss, keras, observations, y_true
+
+
+def test_fit_refuses_sample_weight():
+    model, ImpalaLoss, keras, obs, y_true = _keras_fit_setup()
+    model.compile("sgd", loss=ImpalaLoss())
+    with pytest.raises(ValueError, match="`sample_weight`"):
+        model.fit(obs, y_true, sample_weight=np.ones(B), batch_size=B, verbose=0)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_fit_with_an_action_out_of_range(jit_compile):
+    """Without XLA the step raises naming `actions`; in an XLA-compiled step
+    (nothing raises there) the loss is NaN and the weights stay finite."""
+    model, ImpalaLoss, keras, obs, y_true = _keras_fit_setup(bad_action=A)
+    model.compile("sgd", loss=ImpalaLoss(), jit_compile=jit_compile)
+    if not jit_compile:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="`actions` must be"):
+            model.fit(obs, y_true, batch_size=B, verbose=0)
+        return
+    history = model.fit(obs, y_true, batch_size=B, verbose=0).history
+    assert np.isnan(history["loss"][0])
+    assert all(np.all(np.isfinite(w)) for w in model.get_weights())
+
+
+def test_keras_file_with_lambda_out_of_range_does_not_load(tmp_path):
+    import json
+    import zipfile
+    model, ImpalaLoss, keras, _, _ = _keras_fit_setup()
+    model.compile("sgd", loss=ImpalaLoss(lambda_=0.5))
+    path, bad = tmp_path / "m.keras", tmp_path / "bad.keras"
+    model.save(path)
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(bad, "w") as target:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "config.json":
+                text = json.dumps(json.loads(data))
+                assert '"lambda_": 0.5' in text
+                data = text.replace('"lambda_": 0.5', '"lambda_": 5.0').encode()
+            target.writestr(item, data)
+    with pytest.raises(ValueError, match=r"`lambda_` must be in \[0, 1\]"):
+        keras.saving.load_model(bad)
+
+
+@pytest.mark.parametrize("name,value", [("lambda_", 1.5), ("clip_rho_threshold", -1.0),
+                                        ("alpha_", 2.0)])
+def test_keras_faces_check_hyperparameters(name, value):
+    from tf_vtrace.export import VTraceModule
+    from tf_vtrace.keras import ImpalaLoss, VTrace
+    for face in (ImpalaLoss, VTrace, VTraceModule):
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            face(**{name: value})
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_vtrace_layer_computes_in_float32_under_mixed_precision(policy):
+    """Half in, float32 math: the layer's float32 data are not autocast."""
+    from tf_vtrace.keras import VTrace, keras
+    steps, rng = 100, np.random.default_rng(4)
+    rewards = rng.normal(100, 10, [1, steps]).astype(np.float32)
+    discounts = np.full([1, steps], 0.99, np.float32)
+    values = rng.normal(0, 1, [1, steps + 1]).astype(np.float32)
+    logits = np.zeros([1, steps, 2], np.float32)
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        out = VTrace()(logits, logits, np.zeros([1, steps], np.int32), discounts,
+                       rewards, values)["vs"]
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    expected, _ = vtrace_reference(np.zeros([steps, 1]), discounts.T, rewards.T,
+                                   values[:, :-1].T, values[:, -1])
+    assert_close_to_rounding(np.asarray(out, np.float64).T, expected, np.float32,
+                             n_reduced=steps)
+
+
+def test_vtrace_layer_values_must_cover_t_plus_1():
+    from tf_vtrace.keras import VTrace
+    b = make_batch()
+    with pytest.raises(ValueError, match="T \\+ 1"):
+        VTrace(time_major=True)(b["behaviour_policy_logits"], b["target_policy_logits"],
+                                b["actions"], b["discounts"], b["rewards"], b["values"])
