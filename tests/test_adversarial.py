@@ -413,3 +413,34 @@ def test_vtrace_layer_values_must_cover_t_plus_1():
     with pytest.raises(ValueError, match="T \\+ 1"):
         VTrace(time_major=True)(b["behaviour_policy_logits"], b["target_policy_logits"],
                                 b["actions"], b["discounts"], b["rewards"], b["values"])
+
+
+# --- A schedule of Python numbers compiles once ------------------------------
+
+
+def test_annealed_python_hyperparameters_compile_once():
+    """A new Python-number λ, ρ̄ or cost each call is an input of the compiled
+    call, not a new constant: no new kernel, no new fused loss, no retrace;
+    and each value still gives the reference's numbers."""
+    from tf_vtrace import _fused, vtrace
+    batch = make_batch(5)
+    tensors = {k: tf.constant(v) for k, v in batch.items()}
+    for step in range(3):  # Warm: the first values compile.
+        impala_loss(**tensors, lambda_=0.5 + step / 100, entropy_cost=0.01 + step)
+        run("from_logits", "eager", batch, hyper={"lambda_": 0.5 + step / 100})
+    kernels = vtrace._concrete_kernel.cache_info()
+    losses = _fused._compiled_loss_sums.cache_info()
+    for step in range(10):
+        value = 0.6 + step / 37
+        out = run("from_logits", "eager", batch, hyper={
+            "lambda_": value, "clip_rho_threshold": 1 + value}).numpy()
+        log_rhos = reference(batch)[0]
+        expected, _ = vtrace_reference(
+            log_rhos, batch["discounts"], batch["rewards"], batch["values"],
+            batch["bootstrap_value"], clip_rho_threshold=1 + value, lambda_=value)
+        assert_close_to_rounding(out, expected, np.float32, n_reduced=T)
+        impala_loss(**tensors, lambda_=value, entropy_cost=value, kl_cost=value,
+                    clip_c_threshold=value)
+    # One more kernel at most (ρ̄ and λ as inputs together: a new kind).
+    assert vtrace._concrete_kernel.cache_info().misses <= kernels.misses + 2
+    assert _fused._compiled_loss_sums.cache_info().misses <= losses.misses + 2

@@ -10,7 +10,7 @@ import functools
 
 import tensorflow as tf
 
-from tf_vtrace import _checks, _tape
+from tf_vtrace import _checks, _tape, _tensors
 
 __all__ = ["fused_loss_sums"]
 
@@ -48,11 +48,30 @@ def _split_record(record, tensors_only):
     return tensors, record._replace(**dict.fromkeys(tensors))
 
 
+def _numbers_as_inputs(record, names, dtype, compiled_in):
+    """`record` with its Python-number fields `names` as cached scalar tensors,
+    inputs of the compiled call, so that a schedule (an annealed λ or cost)
+    compiles nothing new; but those `compiled_in` (values that build fewer
+    ops) stay static."""
+    numbers = {name: getattr(record, name) for name in names}
+    return record._replace(**{
+        name: _tensors.number_tensor(float(value), dtype)
+        for name, value in numbers.items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+        and not compiled_in(value)})
+
+
 def _split_for_compiling(inputs, options, costs):
     """(tensor arguments, hashable static records), or None when the loss
     cannot run as one compiled call (see `impala_loss`'s `jit_compile`)."""
     if not options.jit_compile or options.dist_class is not None:
         return None
+    dtype = _tensors.compute_dtype(tf.convert_to_tensor(inputs.values).dtype)
+    options = _numbers_as_inputs(
+        options, ("clip_rho_threshold", "clip_pg_rho_threshold", "clip_c_threshold",
+                  "lambda_", "alpha_"), dtype, lambda value: value == 1)
+    costs = _numbers_as_inputs(costs, ("baseline_cost", "entropy_cost", "kl_cost"),
+                               dtype, lambda value: value == 0)
     splits = [_split_record(inputs, tensors_only=True),
               _split_record(options._replace(model=None), tensors_only=False),
               _split_record(costs, tensors_only=False)]

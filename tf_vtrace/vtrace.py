@@ -202,13 +202,21 @@ def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
 
 
 def _hyperparameter_key(value):
-    """How ρ̄, ρ̄_pg, c̄, λ or α enters the kernel: a constant, or a tensor input."""
-    if value is None or isinstance(value, float):
+    """How ρ̄, ρ̄_pg, c̄, λ or α enters the kernel.
+
+    None and 1 (the defaults; α = 1 and None build fewer ops) are compiled
+    in. Another Python number, already checked, is a scalar input: a new value
+    (an annealed schedule) compiles nothing. A tensor is an input whose range
+    the kernel checks.
+    """
+    if value is None or (isinstance(value, float) and value == 1.0):
         return ("constant", value)
+    if isinstance(value, float):
+        return ("number",)
     return ("tensor", value.dtype, value.shape.rank)
 
 
-# Bounded: a caller varying a Python-number λ every step would otherwise grow it.
+# Bounded: one entry per layout, dtype, rank and kind of hyperparameter.
 @functools.lru_cache(maxsize=64)
 def _concrete_kernel(jit_compile, time_major, dtype, rank, hyperparameter_keys,
                      scan):
@@ -223,7 +231,9 @@ def _concrete_kernel(jit_compile, time_major, dtype, rank, hyperparameter_keys,
     constants = [key[1] if key[0] == "constant" else None
                  for key in hyperparameter_keys]
     tensor_slots = [i for i, key in enumerate(hyperparameter_keys)
-                    if key[0] == "tensor"]
+                    if key[0] != "constant"]
+    checked = [_Hyperparameters._fields[i] for i, key in enumerate(hyperparameter_keys)
+               if key[0] == "tensor"]
 
     def kernel(log_rhos, discounts, rewards, values, bootstrap_value,
                *tensor_hyperparameters):
@@ -232,7 +242,8 @@ def _concrete_kernel(jit_compile, time_major, dtype, rank, hyperparameter_keys,
             hyperparameters[slot] = tensor
         hyperparameters = _Hyperparameters(*hyperparameters)
         with _checks.collecting() as checks:
-            _checks.require_hyperparameters(hyperparameters._asdict())
+            _checks.require_hyperparameters(
+                {name: getattr(hyperparameters, name) for name in checked})
         code = _checks.pack(checks)
         outputs = _vtrace_kernel(log_rhos, discounts, rewards, values,
                                  bootstrap_value, hyperparameters,
@@ -244,11 +255,15 @@ def _concrete_kernel(jit_compile, time_major, dtype, rank, hyperparameter_keys,
 
     sequence = tf.TensorSpec([None] * rank, dtype)
     specs = [sequence] * 4 + [tf.TensorSpec([None] * (rank - 1), dtype)]
-    specs += [tf.TensorSpec(None if hyperparameter_keys[i][2] is None else
-                            [None] * hyperparameter_keys[i][2],
-                            hyperparameter_keys[i][1]) for i in tensor_slots]
+    specs += [_hyperparameter_spec(hyperparameter_keys[i], dtype) for i in tensor_slots]
     return tf.function(kernel, jit_compile=jit_compile).get_concrete_function(
         *specs)
+
+
+def _hyperparameter_spec(key, dtype):
+    if key[0] == "number":
+        return tf.TensorSpec([], _tensors.compute_dtype(dtype))
+    return tf.TensorSpec(None if key[2] is None else [None] * key[2], key[1])
 
 
 def _call_kernel(jit_compile, time_major, tensors, hyperparameters,
@@ -265,7 +280,10 @@ def _call_kernel(jit_compile, time_major, tensors, hyperparameters,
     kernel = _concrete_kernel(bool(jit_compile), bool(time_major), values.dtype,
                               values.shape.rank, keys,
                               _resolve_scan(scan, values.shape[0 if time_major else 1]))
-    inputs = list(tensors) + [h for h in hyperparameters if tf.is_tensor(h)]
+    dtype = _tensors.compute_dtype(values.dtype)
+    inputs = list(tensors) + [
+        h if key[0] == "tensor" else _tensors.number_tensor(h, dtype)
+        for h, key in zip(hyperparameters, keys) if key[0] != "constant"]
     outputs = _tape.call_unrecorded(kernel, *inputs)
     if len(outputs) == 3:  # Tensor hyperparameters, checked in the kernel.
         _checks.raise_packed(outputs.pop())
