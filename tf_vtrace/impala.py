@@ -371,7 +371,9 @@ def vtrace_targets(behaviour_policy_logits,
       jit_compile: Compile the recursion with XLA.
       scan: ``"auto"``, ``"sequential"`` or ``"associative"``; see
         `tf_vtrace.from_importance_weights`.
-      validate_args: Assert run-time shapes and action ranges.
+      validate_args: Every check is always on (docs/api.md, "Shapes and
+        checks"); True also refuses, when traced, to run inside a caller's
+        XLA function, where a failed value check cannot raise (NaN there).
       name: Name scope of the ops.
 
     Returns:
@@ -630,11 +632,13 @@ def impala_loss(behaviour_policy_logits,
         with respect to the target logits and the values) runs as one XLA
         call, wherever it is called: eagerly, in a plain `tf.function`
         (Keras `fit` on CPU) or in a `jit_compile=True` one. Otherwise
-        (a `dist_class`, `validate_args=True`, numpy or Python inputs) the
+        (a `dist_class`, numpy or Python inputs) the
         log-probs and the recursion are compiled separately.
       scan: ``"auto"``, ``"sequential"`` or ``"associative"``; see
         `tf_vtrace.from_importance_weights`.
-      validate_args: Assert run-time shapes and action ranges.
+      validate_args: Every check is always on (docs/api.md, "Shapes and
+        checks"); True also refuses, when traced, to run inside a caller's
+        XLA function, where a failed value check cannot raise (NaN there).
       cross_replica: Sum the denominators over replicas (see above); False
         reduces over the local batch only.
       name: Name scope of the ops.

@@ -387,9 +387,10 @@ def from_importance_weights(log_rhos,
       clip_pg_rho_threshold: ρ̄_pg, a positive scalar, or None for no clipping.
       clip_c_threshold: c̄, a positive scalar, or None for no clipping.
       lambda_: λ in [0, 1], a scalar or a tensor shaped like `rewards` (one
-        per step). Python numbers (here and for the thresholds) are compiled
-        in as constants, so a new value compiles anew; pass a tensor to vary
-        one from call to call without recompiling.
+        per step). A Python number (here and for the thresholds) other than 1
+        enters the compiled kernel as an input: a schedule that changes it
+        every call compiles nothing new. A tensor's value is checked when
+        the kernel runs (a ValueError eagerly, an assert in a graph).
       alpha_: α in [0, 1], leaky V-trace's weight of the clipped ratios
         (a number or a scalar tensor); 1 (default) is V-trace.
       time_major: If False, every sequence input and output is [B, T, ...].
@@ -404,8 +405,9 @@ def from_importance_weights(log_rhos,
         sequence: the depth a GPU or TPU can use at long T, about log₂ T
         times the arithmetic), or ``"auto"`` (default: the one measured
         faster for the size; on CPU, sequential).
-      validate_args: Also assert, at run time, shapes that are unknown when
-        traced (T or B of None) and that tensor thresholds are positive.
+      validate_args: Every check is always on (docs/api.md, "Shapes and
+        checks"); True also refuses, when traced, to run inside a caller's
+        XLA function, where a failed value check cannot raise (NaN there).
       name: Name scope of the ops.
 
     Returns:
@@ -688,7 +690,9 @@ def multi_from_logits(behaviour_policy_logits,
       jit_compile: Compile the recursion with XLA.
       scan: ``"auto"``, ``"sequential"`` or ``"associative"``; see
         `from_importance_weights`.
-      validate_args: Assert run-time shapes and action ranges.
+      validate_args: Every check is always on (docs/api.md, "Shapes and
+        checks"); True also refuses, when traced, to run inside a caller's
+        XLA function, where a failed value check cannot raise (NaN there).
       name: Name scope of the ops.
 
     Returns:
@@ -792,7 +796,9 @@ def from_logits(behaviour_policy_logits,
       jit_compile: Compile the recursion with XLA.
       scan: ``"auto"``, ``"sequential"`` or ``"associative"``; see
         `from_importance_weights`.
-      validate_args: Assert run-time shapes and action ranges.
+      validate_args: Every check is always on (docs/api.md, "Shapes and
+        checks"); True also refuses, when traced, to run inside a caller's
+        XLA function, where a failed value check cannot raise (NaN there).
       name: Name scope of the ops.
 
     Returns:
