@@ -444,3 +444,30 @@ def test_annealed_python_hyperparameters_compile_once():
     # One more kernel at most (ρ̄ and λ as inputs together: a new kind).
     assert vtrace._concrete_kernel.cache_info().misses <= kernels.misses + 2
     assert _fused._compiled_loss_sums.cache_info().misses <= losses.misses + 2
+
+
+# --- The SavedModel module ---------------------------------------------------
+
+
+@pytest.mark.parametrize("change,match", [
+    ("bad_action", r"`actions` must be in \[0, P\)"),
+    ("rewards T+1", "`rewards`"),
+])
+def test_saved_model_module_rejects_bad_input(tmp_path, change, match):
+    """Unknown T and B in its signatures: the checks run in the saved graph,
+    and still after a reload."""
+    from tf_vtrace.export import VTraceModule
+    module = VTraceModule()
+    tf.saved_model.save(module, str(tmp_path), signatures=module.signatures())
+    loaded = tf.saved_model.load(str(tmp_path))
+    batch = make_batch()
+    if change == "bad_action":
+        batch["actions"][0, 0] = A
+    else:
+        batch["rewards"] = np.zeros([T + 1, B], np.float32)
+    ones = np.ones([T, B], np.float32)
+    args = dict(batch, mask=ones, truncated=0 * ones, truncation_values=0 * ones)
+    args = {k: tf.constant(v) for k, v in args.items()}
+    for function in (module.loss, loaded.loss):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=match):
+            function(**args)
