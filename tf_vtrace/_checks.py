@@ -4,7 +4,8 @@ Every error names the argument the caller passed and what was expected, so a
 wrong rank or dtype is caught at the call site rather than surfacing as an
 opaque op error deep inside a `tf.scan`. Static facts (rank, known dims,
 dtype) are checked at trace time for free; facts only known at run time (an
-unknown T or B, action ranges) are asserted when `validate_args=True`.
+unknown T or B, action ranges, tensor hyperparameters) are checked when the
+graph runs, always: see "Value checks that hold under XLA" below.
 
 Ranks are checked before shapes, as scalable_agent, trfl and RLlib do: an
 input of the wrong rank is reported as such (their tests match the phrase
@@ -12,9 +13,13 @@ input of the wrong rank is reported as such (their tests match the phrase
 """
 
 import collections
+import contextlib
 import numbers
+import threading
 
 import tensorflow as tf
+
+from tf_vtrace import _tape
 
 __all__ = [
     "HALF_DTYPES",
@@ -32,6 +37,16 @@ __all__ = [
     "check_alpha",
     "with_dependencies",
     "legacy_keras_active",
+    "require",
+    "collecting",
+    "pack",
+    "raise_packed",
+    "refuse_unraisable",
+    "check_hyperparameters",
+    "check_sequences",
+    "check_matches",
+    "check_heads",
+    "check_head_log_probs",
 ]
 
 
@@ -90,20 +105,21 @@ def check_rank(tensor, name, rank, time_major, reference_name="values"):
             f"{_layout(time_major)}; got shape {tensor.shape}.")
 
 
-def check_same_shape(tensor, name, reference, reference_name, time_major,
-                     validate_args):
-    """Checks `tensor` has the shape of `reference`; returns run-time asserts."""
+def check_same_shape(tensor, name, reference, reference_name, time_major):
+    """Checks `tensor` has the shape of `reference`; returns run-time asserts
+    (graph only, where a dimension is unknown when traced)."""
     check_rank(tensor, name, reference.shape.rank, time_major, reference_name)
     if not tensor.shape.is_compatible_with(reference.shape):
         raise ValueError(
             f"`{name}` has shape {tensor.shape} but `{reference_name}` has shape "
             f"{reference.shape}; both must be {_layout(time_major)} with the "
             "same T, B and trailing dims.")
-    if not validate_args or tensor.shape.is_fully_defined():
+    if tensor.shape.is_fully_defined() and reference.shape.is_fully_defined():
         return []
     return [tf.debugging.assert_equal(
         tf.shape(tensor), tf.shape(reference),
-        message=f"`{name}` and `{reference_name}` must have the same shape")]
+        message=f"`{name}` must have the shape of `{reference_name}`, "
+                f"{_layout(time_major)}")]
 
 
 class SequenceShape(collections.namedtuple(
@@ -126,19 +142,18 @@ class SequenceShape(collections.namedtuple(
                 zip(self.owners, self.static.as_list()))])
 
 
-def broadcast_shape(named, time_major, validate_args):
+def broadcast_shape(named, time_major):
     """The common shape of the sequence inputs, checked; and run-time asserts.
 
     The peers' rule (scalable_agent, trfl, RLlib broadcast the elementwise
     arithmetic): every sequence input has the rank of `values`; the time axis
     has one size T; every other axis has one size or size 1, which broadcasts.
     Only a 1 known when traced broadcasts: axes of unknown size must agree at
-    run time (asserted when `validate_args`).
+    run time (asserted in the graph; eagerly every size is known). T >= 1.
 
     Args:
       named: `(name, tensor)` pairs, `values` first, ranks already checked.
       time_major: The layout, which says which axis is time.
-      validate_args: Assert at run time that axes of unknown size agree.
 
     Returns:
       A `SequenceShape` and a list of run-time asserts.
@@ -163,9 +178,15 @@ def broadcast_shape(named, time_major, validate_args):
                     "same T; every other axis must have the same size or size 1 "
                     "(broadcast).")
     shape = SequenceShape(tf.TensorShape(dims), owners)
-    if not validate_args:
-        return shape, []
+    if dims[time_axis] == 0:
+        raise ValueError(
+            f"`values` has shape {named[0][1].shape}: T = 0 steps. V-trace needs "
+            "T >= 1 (pad an empty unroll to one step with `mask` False).")
     asserts = []
+    if dims[time_axis] is None:
+        asserts.append(tf.debugging.assert_positive(
+            tf.shape(owners[time_axis][1])[time_axis],
+            message="`values` must have T >= 1 steps (T = 0 given)"))
     for name, tensor in named:
         for axis, dim in enumerate(tensor.shape.as_list()):
             owner = owners[axis]
@@ -189,7 +210,7 @@ def check_bootstrap_rank(bootstrap_value, rank):
             f"after the last step); got shape {bootstrap_value.shape}.")
 
 
-def check_bootstrap_shape(bootstrap_value, shape, time_major, validate_args):
+def check_bootstrap_shape(bootstrap_value, shape, time_major):
     """Checks `bootstrap_value` is `shape` (a `SequenceShape`) without its T axis.
 
     Returns run-time asserts.
@@ -201,8 +222,8 @@ def check_bootstrap_shape(bootstrap_value, shape, time_major, validate_args):
             f"`bootstrap_value` has shape {bootstrap_value.shape} but must be "
             f"{expected} ([B, ...] of the sequence inputs' shape "
             f"{shape.static}).")
-    if not validate_args or (bootstrap_value.shape.is_fully_defined()
-                             and expected.is_fully_defined()):
+    if (bootstrap_value.shape.is_fully_defined()
+            and expected.is_fully_defined()):
         return []
     dynamic = shape.dynamic()
     expected_dynamic = tf.concat(
@@ -240,40 +261,47 @@ def _scalar_tensor(value, name):
     return tensor
 
 
-def check_threshold(threshold, name, validate_args):
+def check_threshold(threshold, name):
     """Checks a clipping threshold; `None` (no clipping) passes through.
 
-    Returns the threshold (a Python float, a scalar float tensor, or None) and
-    run-time asserts.
+    Returns the threshold: a Python float, a scalar float tensor (whose value
+    the kernel checks when it runs: `require_hyperparameters`), or None.
     """
     if threshold is None:
-        return None, []
+        return None
     if isinstance(threshold, numbers.Real):
         if not threshold > 0:
             raise ValueError(
                 f"`{name}` must be a positive number or None, got {threshold}.")
-        return float(threshold), []
-    tensor = _scalar_tensor(threshold, name)
-    if not validate_args:
-        return tensor, []
-    return tensor, [tf.debugging.assert_positive(
-        tensor, message=f"`{name}` must be positive")]
+        return float(threshold)
+    return _scalar_tensor(threshold, name)
 
 
-def check_alpha(alpha_, validate_args):
-    """Checks leaky V-trace's α: a number in [0, 1] or a scalar float tensor.
-
-    Returns α (a Python float or a scalar tensor) and run-time asserts.
-    """
+def check_alpha(alpha_):
+    """Checks leaky V-trace's α: a number in [0, 1], or a scalar float tensor
+    (checked when the kernel runs: `require_hyperparameters`)."""
     if isinstance(alpha_, numbers.Real):
-        return _check_unit_interval(alpha_, "alpha_"), []
-    tensor = _scalar_tensor(alpha_, "alpha_")
-    if not validate_args:
-        return tensor, []
-    return tensor, [
-        tf.debugging.assert_non_negative(tensor, message="`alpha_` must be >= 0"),
-        tf.debugging.assert_less_equal(
-            tensor, tf.ones([], tensor.dtype), message="`alpha_` must be <= 1")]
+        return _check_unit_interval(alpha_, "alpha_")
+    return _scalar_tensor(alpha_, "alpha_")
+
+
+# What a tensor hyperparameter must hold, checked inside the kernel.
+_HYPERPARAMETER_RANGES = {
+    "lambda_": ("in [0, 1]", lambda x: (x >= 0) & (x <= 1)),
+    "clip_rho_threshold": ("positive", lambda x: x > 0),
+    "clip_pg_rho_threshold": ("positive", lambda x: x > 0),
+    "clip_c_threshold": ("positive", lambda x: x > 0),
+    "alpha_": ("in [0, 1]", lambda x: (x >= 0) & (x <= 1)),
+}
+
+
+def require_hyperparameters(named):
+    """`require`s each tensor hyperparameter of `named` (name -> value) in its
+    range; Python numbers were checked when the call was made."""
+    for name, value in named.items():
+        if tf.is_tensor(value):
+            expected, in_range = _HYPERPARAMETER_RANGES[name]
+            require(in_range(value), f"`{name}` (a tensor) must be {expected}.")
 
 
 def with_dependencies(assertions, tensors):
@@ -282,3 +310,236 @@ def with_dependencies(assertions, tensors):
         return tensors
     with tf.control_dependencies(assertions):
         return [tf.identity(t) for t in tensors]
+
+
+# --- Value checks that hold under XLA ----------------------------------------
+#
+# XLA drops assert ops, so a check on values cannot raise inside a compiled
+# call. The library's compiled calls (the V-trace kernel, the fused loss, the
+# Categorical log-prob) instead return an int32 code, one bit per failed check,
+# computed inside with their other outputs, and poison their outputs with NaN
+# when it is not 0. Outside the call the code is raised: eagerly as a
+# ValueError (one scalar read), in a graph by an assert op. Only inside a
+# caller's own XLA function (where no op can raise) is the NaN the signal.
+
+# Message -> bit, assigned on first use; a code decodes with no per-trace state.
+_BITS = {}
+_BITS_LOCK = threading.Lock()
+_COLLECTING = threading.local()
+
+
+def _bit(message):
+    with _BITS_LOCK:
+        if message not in _BITS:
+            if len(_BITS) == 31:
+                raise RuntimeError("Too many distinct run-time checks for one code.")
+            _BITS[message] = 1 << len(_BITS)
+        return _BITS[message]
+
+
+@contextlib.contextmanager
+def collecting():
+    """Collects `require`d checks (while tracing a compiled call) into a list
+    of (bool scalar, message), for `pack`, instead of raising them."""
+    stack = getattr(_COLLECTING, "stack", None)
+    if stack is None:
+        stack = _COLLECTING.stack = []
+    stack.append([])
+    try:
+        yield stack[-1]
+    finally:
+        stack.pop()
+
+
+def require(ok, message):
+    """Requires every element of the bool tensor `ok`; `message` names the
+    argument and what was expected.
+
+    Inside `collecting` the check joins the compiled call's code; otherwise it
+    is raised here (see `raise_packed`).
+    """
+    if ok.shape.rank != 0:
+        ok = tf.reduce_all(ok)
+    stack = getattr(_COLLECTING, "stack", None)
+    if stack:
+        stack[-1].append((ok, message))
+    elif tf.executing_eagerly():
+        if not bool(ok):
+            raise ValueError(message)
+    elif not _tape.in_xla_context():
+        tf.debugging.Assert(ok, [message], name="tf_vtrace_check")
+
+
+def pack(checks):
+    """The int32 code of `(ok, message)` checks: the bits of the failed ones."""
+    if not checks:
+        return None
+    by_message = collections.defaultdict(list)
+    for ok, message in checks:  # One bit per message, however many checks.
+        by_message[message].append(ok)
+    return tf.add_n([tf.where(tf.reduce_all(tf.stack(oks)), 0, _bit(message))
+                     for message, oks in by_message.items()])
+
+
+def poison(code, tensor):
+    """`tensor`, or NaN everywhere when `code` says a check failed."""
+    if code is None:
+        return tensor
+    return tf.where(tf.equal(code, 0), tensor, tf.constant(float("nan"), tensor.dtype))
+
+
+def _messages(code):
+    return [message for message, bit in _BITS.items() if code & bit]
+
+
+def raise_packed(code):
+    """Raises the checks that `code` (from `pack`) says failed.
+
+    Eagerly a ValueError; in a graph an assert op (InvalidArgumentError when it
+    runs); inside an enclosing `collecting` the bits join its code; inside a
+    caller's XLA function nothing (XLA drops asserts: the NaN outputs remain).
+    """
+    if code is None:
+        return
+    if tf.executing_eagerly():
+        failed = _messages(int(code))
+        if failed:
+            raise ValueError(" ".join(failed))
+        return
+    stack = getattr(_COLLECTING, "stack", None)
+    if stack:
+        for message, bit in list(_BITS.items()):
+            stack[-1].append((tf.equal(tf.bitwise.bitwise_and(code, bit), 0), message))
+        return
+    if _tape.in_xla_context():
+        return
+    messages = tf.constant(list(_BITS))
+    bits = tf.constant(list(_BITS.values()))
+    failed = tf.boolean_mask(messages, tf.not_equal(tf.bitwise.bitwise_and(code, bits), 0))
+    tf.debugging.Assert(tf.equal(code, 0), [failed], name="tf_vtrace_checks")
+
+
+def refuse_unraisable(validate_args):
+    """`validate_args=True` inside a caller's XLA function cannot raise at run
+    time (XLA drops asserts): refuse it when traced rather than check nothing."""
+    if validate_args and not getattr(_COLLECTING, "stack", None) and (
+            _tape.in_xla_context()):
+        raise ValueError(
+            "`validate_args=True` cannot check values inside an XLA-compiled "
+            "function (tf.function(jit_compile=True), or a Keras model compiled "
+            "with jit_compile=True): XLA drops assert ops. Call it from eager "
+            "code or a plain tf.function (the library's own jit_compile=True is "
+            "fine), or pass validate_args=False: invalid values then give NaN "
+            "outputs.")
+
+
+def check_hyperparameters(options):
+    """Checks the Python-number hyperparameters of a `VTraceOptions` record
+    (tensors are checked when the kernel runs): λ and α in [0, 1], the
+    thresholds positive or None. Returns nothing; raises a ValueError."""
+    for name in ("clip_rho_threshold", "clip_pg_rho_threshold", "clip_c_threshold"):
+        check_threshold(getattr(options, name), name)
+    if isinstance(options.lambda_, numbers.Real):
+        _check_unit_interval(options.lambda_, "lambda_")
+    if isinstance(options.alpha_, numbers.Real):
+        _check_unit_interval(options.alpha_, "alpha_")
+
+
+
+def check_matches(tensor, label, reference, expected_text, extra_axes=0):
+    """Raises unless `tensor` is `reference`'s shape exactly (no axis
+    broadcasts) plus `extra_axes` trailing axes of any size; returns run-time
+    asserts for the dims unknown when traced (graph only).
+
+    `label` names the argument (with its head index), `expected_text` says
+    what it should be, e.g. "`values`' shape [T, B, ...] plus the logits' axis".
+    """
+    rank = reference.shape.rank
+    leading = tensor.shape[:rank] if tensor.shape.rank is not None else tensor.shape
+    if (tensor.shape.rank is not None and tensor.shape.rank != rank + extra_axes) or (
+            not leading.is_compatible_with(reference.shape)):
+        raise ValueError(
+            f"{label} has shape {tensor.shape} but must be {expected_text}: "
+            f"{reference.shape}{' + [P]' if extra_axes else ''} (no axis broadcasts).")
+    if leading.is_fully_defined() and reference.shape.is_fully_defined():
+        return []
+    return [tf.debugging.assert_equal(
+        tf.shape(tensor)[:rank], tf.shape(reference),
+        message=f"{label} must be {expected_text}")]
+
+
+def _label(name, index, count):
+    return f"`{name}`" if count == 1 else f"`{name}[{index}]`"
+
+
+def check_heads(target_logits, behaviour_logits, actions, values, categorical):
+    """The per-head inputs against `values` [T, B, ...], exactly: the peers'
+    log-prob ops never broadcast them. Returns run-time asserts.
+
+    Each head's target logits are `values`' shape plus the parameter axis
+    (Categorical), its behaviour logits (None: not given) the target logits'
+    shape, its actions `values`' shape (Categorical; a `dist_class` may add
+    event axes).
+    """
+    if len(actions) != len(target_logits):
+        raise ValueError(
+            f"`actions` has {len(actions)} heads but the logits have "
+            f"{len(target_logits)}; pass one entry per action head.")
+    count, asserts = len(target_logits), []
+    for k, (target, head_actions) in enumerate(zip(target_logits, actions)):
+        if categorical:
+            asserts += check_matches(
+                target, _label("target_policy_logits", k, count), values,
+                "`values`' shape plus the logits' axis", extra_axes=1)
+            asserts += check_matches(
+                head_actions, _label("actions", k, count), values, "`values`' shape")
+        if behaviour_logits is not None:
+            asserts += check_matches(
+                behaviour_logits[k], _label("behaviour_policy_logits", k, count),
+                target, "the shape of the target policy's logits")
+    return asserts
+
+
+def check_head_log_probs(log_probs, name, values):
+    """Each head's log-probs must be `values`' shape (a `dist_class`'s too)."""
+    asserts = []
+    for k, head in enumerate(log_probs):
+        asserts += check_matches(head, _label(name, k, len(log_probs)), values,
+                                 "`values`' shape (one log-prob per step)")
+    return asserts
+
+
+def check_sequences(log_rhos, discounts, rewards, values, bootstrap_value,
+                    lambda_, time_major):
+    """The shape contract of every entry point (docs/api.md, "Shapes"):
+    converts the inputs to `values`' dtype and checks ranks, then shapes.
+
+    Returns the five tensors in argument order, λ (possibly a Python float),
+    the `SequenceShape` the sequences broadcast to, and the run-time asserts.
+    """
+    values = to_float_tensor(values, "values")
+    if values.shape.rank is None or values.shape.rank < 2:
+        layout = "[T, B, ...]" if time_major else "[B, T, ...]"
+        raise ValueError(
+            f"`values` must have a known rank >= 2, laid out {layout}; got "
+            f"shape {values.shape}.")
+    rank = values.shape.rank
+    sequences = [("values", values)] + [
+        (name, to_float_tensor(sequence, name, values.dtype))
+        for name, sequence in (("log_rhos", log_rhos), ("discounts", discounts),
+                               ("rewards", rewards))]
+    bootstrap_value = to_float_tensor(
+        bootstrap_value, "bootstrap_value", values.dtype)
+    lambda_ = to_lambda(lambda_, values.dtype)
+    # Every rank before any shape, as the peers check them.
+    for name, sequence in sequences[1:]:
+        check_rank(sequence, name, rank, time_major)
+    check_bootstrap_rank(bootstrap_value, rank)
+    check_lambda_rank(lambda_, rank)
+    if tf.is_tensor(lambda_) and lambda_.shape.rank:
+        sequences.append(("lambda_", lambda_))  # Per step: a sequence too.
+    shape, asserts = broadcast_shape(sequences, time_major)
+    asserts += check_bootstrap_shape(bootstrap_value, shape, time_major)
+    tensors = [dict(sequences)[name] for name in
+               ("log_rhos", "discounts", "rewards", "values")]
+    return tensors + [bootstrap_value], lambda_, shape, asserts

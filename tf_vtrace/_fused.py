@@ -10,7 +10,7 @@ import functools
 
 import tensorflow as tf
 
-from tf_vtrace import _tape
+from tf_vtrace import _checks, _tape, _tensors
 
 __all__ = ["fused_loss_sums"]
 
@@ -48,11 +48,30 @@ def _split_record(record, tensors_only):
     return tensors, record._replace(**dict.fromkeys(tensors))
 
 
+def _numbers_as_inputs(record, names, dtype, compiled_in):
+    """`record` with its Python-number fields `names` as cached scalar tensors,
+    inputs of the compiled call, so that a schedule (an annealed λ or cost)
+    compiles nothing new; but those `compiled_in` (values that build fewer
+    ops) stay static."""
+    numbers = {name: getattr(record, name) for name in names}
+    return record._replace(**{
+        name: _tensors.number_tensor(float(value), dtype)
+        for name, value in numbers.items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+        and not compiled_in(value)})
+
+
 def _split_for_compiling(inputs, options, costs):
     """(tensor arguments, hashable static records), or None when the loss
     cannot run as one compiled call (see `impala_loss`'s `jit_compile`)."""
-    if not options.jit_compile or options.validate_args or options.dist_class is not None:
+    if not options.jit_compile or options.dist_class is not None:
         return None
+    dtype = _tensors.compute_dtype(tf.convert_to_tensor(inputs.values).dtype)
+    options = _numbers_as_inputs(
+        options, ("clip_rho_threshold", "clip_pg_rho_threshold", "clip_c_threshold",
+                  "lambda_", "alpha_"), dtype, lambda value: value == 1)
+    costs = _numbers_as_inputs(costs, ("baseline_cost", "entropy_cost", "kl_cost"),
+                               dtype, lambda value: value == 0)
     splits = [_split_record(inputs, tensors_only=True),
               _split_record(options._replace(model=None), tensors_only=False),
               _split_record(costs, tensors_only=False)]
@@ -79,18 +98,34 @@ def _compiled_loss_sums(loss_sums, static, with_diagnostics, with_gradients):
     The targets inside carry no gradient (the core's recursion is under
     stop_gradient), so the inner tape differentiates only the log-probs and
     the terms: XLA fuses forward and backward into one call.
+
+    The value checks made inside (actions in range, tensor hyperparameters)
+    come back as a code (`_checks.pack`), raised by the caller. Where they
+    fail the loss is NaN and the gradient 0: inside a caller's XLA function,
+    where nothing can raise, the NaN loss reports the bad batch while the
+    weights stay finite.
     """
     def call(tensors):
         records = [record._replace(**fields) for record, fields in zip(static, tensors)]
+        with _checks.collecting() as checks:
+            if not with_gradients:
+                outputs = loss_sums(*records, with_diagnostics)
+            else:
+                differentiable = _differentiable(tensors[0])
+                with tf.GradientTape() as tape:
+                    tape.watch(differentiable)
+                    outputs = loss_sums(*records, with_diagnostics)
+                gradients = tape.gradient(
+                    outputs[0], differentiable,
+                    unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        code = _checks.pack(checks)
+        if code is None:
+            code = tf.constant(0)
+        outputs = (_checks.poison(code, outputs[0]), *outputs[1:])
         if not with_gradients:
-            return loss_sums(*records, with_diagnostics)
-        differentiable = _differentiable(tensors[0])
-        with tf.GradientTape() as tape:
-            tape.watch(differentiable)
-            outputs = loss_sums(*records, with_diagnostics)
-        return outputs, tape.gradient(
-            outputs[0], differentiable,
-            unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            return outputs, code
+        ok = tf.equal(code, 0)
+        return outputs, [tf.where(ok, g, tf.zeros_like(g)) for g in gradients], code
 
     return tf.function(call, jit_compile=True, reduce_retracing=True,
                        autograph=False)
@@ -123,10 +158,14 @@ def fused_loss_sums(loss_sums, inputs, options, costs, with_diagnostics):
         return None
     tensors, static = split
     if not _tape.may_record():
-        return _compiled_loss_sums(loss_sums, static, with_diagnostics, False)(tensors)
+        outputs, code = _compiled_loss_sums(
+            loss_sums, static, with_diagnostics, False)(tensors)
+        _checks.raise_packed(code)
+        return outputs
     # Traced first: a tape opened while recording is paused would not record.
     compiled = _compiled_loss_sums(
         loss_sums, static, with_diagnostics, True).get_concrete_function(tensors)
-    (total, *rest), gradients = _tape.call_unrecorded(compiled, tensors)
+    (total, *rest), gradients, code = _tape.call_unrecorded(compiled, tensors)
+    _checks.raise_packed(code)
     differentiable = _differentiable(tensors[0])
     return (_with_gradients(total, gradients, differentiable), *rest)

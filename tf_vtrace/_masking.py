@@ -60,21 +60,25 @@ def where_valid(valid, tensor):
     return tf.where(expand_to_rank(valid, tensor), tensor, tf.zeros_like(tensor))
 
 
-def as_bool(tensor, name, reference, time_major, validate_args):
+def as_bool(tensor, name, reference, time_major):
     """A bool [T, B, ...] tensor from a bool or numeric per-step input."""
     tensor = tf.convert_to_tensor(tensor, name=name)
     asserts = _checks.check_same_shape(tensor, name, reference, "values",
-                                       time_major, validate_args)
+                                       time_major)
     if tensor.dtype != tf.bool:
         tensor = tf.not_equal(tensor, tf.zeros([], tensor.dtype))
     return tensor, asserts
 
 
-def values_read(valid):
-    """Where V(x_t) is read: step t is valid or step t − 1 is (as its next
-    value). The bootstrap V(x_T) is read iff the last step is valid."""
-    previous_valid = tf.concat([tf.zeros_like(valid[:1]), valid[:-1]], axis=0)
-    return tf.logical_or(valid, previous_valid), valid[-1]
+def values_read(valid, discounts):
+    """Where V(x_t) is read with a weight: step t is valid, or step t − 1 is
+    valid and not terminal (γ_{t−1} ≠ 0 multiplies it as that step's next
+    value). The bootstrap V(x_T) likewise, from the last step. A value that
+    only a γ = 0 multiplies is not read: its product is 0 either way, and
+    NaN padding after a terminal step (0 · NaN = NaN) never enters."""
+    continues = tf.logical_and(valid, tf.not_equal(discounts, 0))
+    previous = tf.concat([tf.zeros_like(continues[:1]), continues[:-1]], axis=0)
+    return tf.logical_or(valid, previous), continues[-1]
 
 
 def masked_inputs(log_rhos, discounts, rewards, values, bootstrap_value,
@@ -93,7 +97,7 @@ def masked_inputs(log_rhos, discounts, rewards, values, bootstrap_value,
     next value V(x_{t+1}) (the bootstrap of a shorter unroll); the others are
     replaced by 0 so that garbage (NaN, inf) there cannot reach a valid step.
     """
-    value_needed, bootstrap_needed = values_read(valid)
+    value_needed, bootstrap_needed = values_read(valid, discounts)
     values = where_valid(value_needed, values)
     bootstrap_value = tf.where(bootstrap_needed, bootstrap_value,
                                tf.zeros_like(bootstrap_value))

@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover - only on a TensorFlow that moved it
     _record = None
     PAUSES = False
 
-__all__ = ["PAUSES", "may_record", "call_unrecorded"]
+__all__ = ["PAUSES", "may_record", "call_unrecorded", "in_xla_context"]
 
 
 def may_record():
@@ -49,3 +49,25 @@ def call_unrecorded(fn, *args):
     if not PAUSES:
         outputs = tf.nest.map_structure(tf.stop_gradient, outputs)
     return outputs
+
+
+try:
+    from tensorflow.python.ops import control_flow_util as _control_flow  # PRIVATE TF API
+    _XLA_CONTEXT = callable(getattr(_control_flow, "GraphOrParentsInXlaContext", None))
+except ImportError:  # pragma: no cover - only on a TensorFlow that moved it
+    _control_flow = None
+    _XLA_CONTEXT = False
+
+
+def in_xla_context():
+    """Whether ops built here run inside an XLA compilation (a caller's
+    `tf.function(jit_compile=True)`), where assert ops are dropped.
+
+    PRIVATE TF API (`control_flow_util`); without it, False: the run-time
+    checks are then built as asserts, which XLA drops, and the poisoned (NaN)
+    outputs remain the signal.
+    """
+    if not _XLA_CONTEXT or tf.executing_eagerly():
+        return False
+    return bool(_control_flow.GraphOrParentsInXlaContext(
+        tf.compat.v1.get_default_graph()))

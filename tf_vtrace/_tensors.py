@@ -6,6 +6,8 @@ live here rather than in either (as TFP keeps its shared helpers in
 neither user closes a cycle through it.
 """
 
+import functools
+
 import tensorflow as tf
 import tensorflow_probability as tfp
 
@@ -20,6 +22,22 @@ def as_dtype(value, dtype):
     """
     return tf.cast(value, dtype) if tf.is_tensor(value) else tf.constant(
         value, dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def number_tensor(value, dtype):
+    """The Python number `value` as an eager scalar of `dtype`, cached, so that
+    a hyperparameter that changes from call to call (an annealed λ) enters a
+    compiled call as an input rather than as a new constant (a new compile).
+    Created eagerly even when first asked for inside a graph, so that every
+    graph may capture it."""
+    with tf.init_scope():
+        return tf.constant(value, dtype)
+
+
+def compute_dtype(dtype):
+    """float16/bfloat16 are computed in float32; other dtypes as they are."""
+    return tf.float32 if dtype in (tf.float16, tf.bfloat16) else dtype
 
 
 def is_one(value):

@@ -95,6 +95,7 @@ class VTraceModule(tf.Module):
             # The hyperparameters in `_options.VTRACE_HYPERPARAMETERS` order.
             pg_target, clip_rho_threshold, clip_pg_rho_threshold,
             clip_c_threshold, lambda_, alpha_, jit_compile=jit_compile)
+        _checks.check_hyperparameters(self._vtrace_options)
         self._costs = _options.LossCosts(
             baseline_cost=baseline_cost, entropy_cost=entropy_cost,
             kl_cost=kl_cost, reduction=reduction,

@@ -130,6 +130,47 @@ def _upcast_inputs(inputs):
             "truncation_values")})
 
 
+def _head_tensors(heads, name):
+    return None if heads is None else [
+        tf.convert_to_tensor(h, name=name) for h in _tensors.as_head_list(heads, name)]
+
+
+def _checked_inputs(inputs, options):
+    """`inputs` held to the shape contract of every entry point (docs/api.md,
+    "Shapes") and `options` to the hyperparameters' ranges, before anything
+    is masked or compiled: `values` waits on the run-time asserts of dims
+    unknown when traced, outside any compiled call (XLA drops asserts).
+
+    The heads come back as lists of tensors, `values` and the data upcast.
+    """
+    _checks.check_choice(options.pg_target, "pg_target", PG_TARGETS)
+    _checks.check_hyperparameters(options)
+    _checks.refuse_unraisable(options.validate_args)
+    inputs = _upcast_inputs(inputs)
+    values = _checks.to_float_tensor(inputs.values, "values")
+    _, _, _, asserts = _checks.check_sequences(
+        values, inputs.discounts, inputs.rewards, values, inputs.bootstrap_value,
+        options.lambda_, options.time_major)
+    heads = {name: _head_tensors(getattr(inputs, name), name) for name in (
+        "target_policy_logits", "actions", "behaviour_action_log_probs")}
+    heads["behaviour_policy_logits"] = None if heads[
+        "behaviour_action_log_probs"] is not None else _head_tensors(
+            inputs.behaviour_policy_logits, "behaviour_policy_logits")
+    asserts += _checks.check_heads(
+        heads["target_policy_logits"], heads["behaviour_policy_logits"],
+        heads["actions"], values, options.dist_class is None)
+    if heads["behaviour_action_log_probs"] is not None:
+        asserts += _checks.check_head_log_probs(
+            heads["behaviour_action_log_probs"], "behaviour_action_log_probs", values)
+    for name in ("mask", "truncated", "truncation_values"):
+        if getattr(inputs, name) is not None:
+            asserts += _checks.check_same_shape(
+                tf.convert_to_tensor(getattr(inputs, name), name=name), name,
+                values, "values", options.time_major)
+    (values,) = _checks.with_dependencies(asserts, [values])
+    return inputs._replace(values=values, **heads)
+
+
 def _to_compute(tensors, dtype):
     return [tf.cast(t, dtype) if t.dtype.is_floating and t.dtype != dtype else t
             for t in tensors]
@@ -137,20 +178,20 @@ def _to_compute(tensors, dtype):
 
 def _step_flags(inputs, values, options):
     """The checked, time-major `valid` and `truncated` masks and final values."""
-    time_major, validate_args = options.time_major, options.validate_args
+    time_major = options.time_major
     asserts = []
     if inputs.mask is None:
         valid = tf.ones_like(values, tf.bool)
     else:
         valid, mask_asserts = _masking.as_bool(inputs.mask, "mask", values,
-                                               time_major, validate_args)
+                                               time_major)
         asserts += mask_asserts
     if inputs.truncated is None:
         truncated = tf.zeros_like(values, tf.bool)
         truncation_values = tf.zeros_like(values)
     else:
         truncated, trunc_asserts = _masking.as_bool(
-            inputs.truncated, "truncated", values, time_major, validate_args)
+            inputs.truncated, "truncated", values, time_major)
         asserts += trunc_asserts
         if inputs.truncation_values is None:
             raise ValueError(
@@ -160,7 +201,7 @@ def _step_flags(inputs, values, options):
             inputs.truncation_values, "truncation_values", values.dtype)
         asserts += _checks.check_same_shape(
             truncation_values, "truncation_values", values, "values",
-            time_major, validate_args)
+            time_major)
     flags = [_tensors.to_time_major(t, time_major)
              for t in (valid, truncated, truncation_values)]
     return _checks.with_dependencies(asserts, flags)
@@ -230,10 +271,9 @@ def _vtrace_returns(masked, options):
 
 
 def _targets_and_heads(inputs, options):
-    """`VTraceTargets` from `LossInputs` and `VTraceOptions`, and the `_Heads`
-    their log-probs came from (prepared once, for the loss too)."""
-    _checks.check_choice(options.pg_target, "pg_target", PG_TARGETS)
-    inputs = _upcast_inputs(inputs)
+    """`VTraceTargets` from `LossInputs` and `VTraceOptions` (both already
+    `_checked_inputs`), and the `_Heads` their log-probs came from (prepared
+    once, for the loss too)."""
     values = _checks.to_float_tensor(inputs.values, "values")
     # The same permutation maps [B, T, ...] to [T, B, ...] and back.
     tm = functools.partial(_tensors.to_time_major, time_major=options.time_major)
@@ -331,7 +371,9 @@ def vtrace_targets(behaviour_policy_logits,
       jit_compile: Compile the recursion with XLA.
       scan: ``"auto"``, ``"sequential"`` or ``"associative"``; see
         `tf_vtrace.from_importance_weights`.
-      validate_args: Assert run-time shapes and action ranges.
+      validate_args: Every check is always on (docs/api.md, "Shapes and
+        checks"); True also refuses, when traced, to run inside a caller's
+        XLA function, where a failed value check cannot raise (NaN there).
       name: Name scope of the ops.
 
     Returns:
@@ -359,7 +401,7 @@ def vtrace_targets(behaviour_policy_logits,
         time_major=time_major, jit_compile=jit_compile, scan=scan,
         validate_args=validate_args)
     with tf.name_scope(name or "vtrace_targets"):
-        return _targets_and_heads(inputs, options)[0]
+        return _targets_and_heads(_checked_inputs(inputs, options), options)[0]
 
 
 # --- The loss ----------------------------------------------------------------
@@ -590,11 +632,13 @@ def impala_loss(behaviour_policy_logits,
         with respect to the target logits and the values) runs as one XLA
         call, wherever it is called: eagerly, in a plain `tf.function`
         (Keras `fit` on CPU) or in a `jit_compile=True` one. Otherwise
-        (a `dist_class`, `validate_args=True`, numpy or Python inputs) the
+        (a `dist_class`, numpy or Python inputs) the
         log-probs and the recursion are compiled separately.
       scan: ``"auto"``, ``"sequential"`` or ``"associative"``; see
         `tf_vtrace.from_importance_weights`.
-      validate_args: Assert run-time shapes and action ranges.
+      validate_args: Every check is always on (docs/api.md, "Shapes and
+        checks"); True also refuses, when traced, to run inside a caller's
+        XLA function, where a failed value check cannot raise (NaN there).
       cross_replica: Sum the denominators over replicas (see above); False
         reduces over the local batch only.
       name: Name scope of the ops.
@@ -652,6 +696,7 @@ def _reduced_loss(inputs, options, costs, name, with_diagnostics):
     empty dict and spares the compiled call their work."""
     _check_costs(costs)
     with tf.name_scope(name or "impala_loss"):
+        inputs = _checked_inputs(inputs, options)
         sums = _fused.fused_loss_sums(_loss_sums, inputs, options, costs,
                                       with_diagnostics)
         total, term_sums, counts, diagnostics = (

@@ -209,7 +209,9 @@ class _VTraceOptionsOwner:
     """
 
     def _store_vtrace_options(self, options):
+        # Checked here, so that a loaded config (a .keras file) is too.
         _checks.check_choice(options.pg_target, "pg_target", impala.PG_TARGETS)
+        _checks.check_hyperparameters(options)
         self._vtrace = options
 
     def _vtrace_config(self):
@@ -346,6 +348,18 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
             kl_cost=self.kl_cost, reduction=self.impala_reduction,
             cross_replica=cross_replica)
 
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        # Keras would scale the reduced scalar by each weight and sum them:
+        # ones(B) multiplies the loss by B, and a zero does not drop its unroll.
+        if sample_weight is not None:
+            raise ValueError(
+                "ImpalaLoss does not take `sample_weight` (nor `class_weight`): "
+                "its loss is already reduced over the valid steps of the whole "
+                "batch. To leave steps or whole unrolls out, pass "
+                "`pack_targets(mask=...)` (False drops a step); to weigh the "
+                "loss, scale `baseline_cost`/`entropy_cost` or the learning rate.")
+        return super().__call__(y_true, y_pred)
+
     def call(self, y_true, y_pred):
         # The loss alone: its compiled call skips the diagnostics' work.
         return impala._loss_without_diagnostics(
@@ -419,6 +433,17 @@ def impala_metrics(loss, diagnostics=impala.DIAGNOSTICS):
     return [ImpalaMetric(d, loss) for d in diagnostics]
 
 
+def _check_values_cover_t_plus_1(values, rewards, time_major):
+    axis = 0 if time_major else 1
+    observations = tf.convert_to_tensor(values).shape[axis]
+    steps = tf.convert_to_tensor(rewards).shape[axis]
+    if observations is not None and steps is not None and observations != steps + 1:
+        raise ValueError(
+            f"`values` covers {observations} observations but `rewards` has "
+            f"{steps} steps: without `bootstrap_value`, `values` must have "
+            f"T + 1 = {steps + 1} (the last one bootstraps).")
+
+
 @_register
 class VTrace(_VTraceOptionsOwner, keras.layers.Layer):
     r"""V-trace targets as a Keras layer, for functional models and `train_step`.
@@ -455,6 +480,11 @@ class VTrace(_VTraceOptionsOwner, keras.layers.Layer):
     def __init__(self, clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0,
                  clip_c_threshold=1.0, lambda_=1.0, pg_target="vs",
                  time_major=False, jit_compile=True, alpha_=1.0, **kwargs):
+        # Under a mixed_float16/bfloat16 policy Keras would cast the float32
+        # rewards and discounts to half before `call`: the recursion sums T
+        # terms, which half precision cannot hold (1e-2 relative error at
+        # T = 100). Inputs keep their dtype; half ones are computed in float32.
+        kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
         self._store_vtrace_options(_options.VTraceOptions(
             # The hyperparameters in `_options.VTRACE_HYPERPARAMETERS` order.
@@ -472,6 +502,7 @@ class VTrace(_VTraceOptionsOwner, keras.layers.Layer):
              truncated=None, truncation_values=None):
         """Returns a dict: ``vs``, ``pg_advantages`` (no gradient), ``log_rhos``."""
         if bootstrap_value is None:
+            _check_values_cover_t_plus_1(values, rewards, self.time_major)
             if self.time_major:
                 values, bootstrap_value = values[:-1], values[-1]
             else:

@@ -202,43 +202,68 @@ def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
 
 
 def _hyperparameter_key(value):
-    """How ρ̄, ρ̄_pg, c̄, λ or α enters the kernel: a constant, or a tensor input."""
-    if value is None or isinstance(value, float):
+    """How ρ̄, ρ̄_pg, c̄, λ or α enters the kernel.
+
+    None and 1 (the defaults; α = 1 and None build fewer ops) are compiled
+    in. Another Python number, already checked, is a scalar input: a new value
+    (an annealed schedule) compiles nothing. A tensor is an input whose range
+    the kernel checks.
+    """
+    if value is None or (isinstance(value, float) and value == 1.0):
         return ("constant", value)
+    if isinstance(value, float):
+        return ("number",)
     return ("tensor", value.dtype, value.shape.rank)
 
 
-# Bounded: a caller varying a Python-number λ every step would otherwise grow it.
+# Bounded: one entry per layout, dtype, rank and kind of hyperparameter.
 @functools.lru_cache(maxsize=64)
 def _concrete_kernel(jit_compile, time_major, dtype, rank, hyperparameter_keys,
                      scan):
     """`_vtrace_kernel` traced once for unknown T and B, and cached.
 
     Python-number hyperparameters are compiled in as constants; tensor ones
-    are inputs. Calling the concrete function directly skips `tf.function`'s
-    per-call argument matching, most of the cost of an eager call.
+    are inputs, whose ranges the kernel checks: it then returns a third
+    output, the code of `_checks.pack`. Calling the concrete function directly
+    skips `tf.function`'s per-call argument matching, most of the cost of an
+    eager call.
     """
     constants = [key[1] if key[0] == "constant" else None
                  for key in hyperparameter_keys]
     tensor_slots = [i for i, key in enumerate(hyperparameter_keys)
-                    if key[0] == "tensor"]
+                    if key[0] != "constant"]
+    checked = [_Hyperparameters._fields[i] for i, key in enumerate(hyperparameter_keys)
+               if key[0] == "tensor"]
 
     def kernel(log_rhos, discounts, rewards, values, bootstrap_value,
                *tensor_hyperparameters):
         hyperparameters = list(constants)
         for slot, tensor in zip(tensor_slots, tensor_hyperparameters):
             hyperparameters[slot] = tensor
-        return _vtrace_kernel(log_rhos, discounts, rewards, values,
-                              bootstrap_value, _Hyperparameters(*hyperparameters),
-                              time_major=time_major, scan=scan)
+        hyperparameters = _Hyperparameters(*hyperparameters)
+        with _checks.collecting() as checks:
+            _checks.require_hyperparameters(
+                {name: getattr(hyperparameters, name) for name in checked})
+        code = _checks.pack(checks)
+        outputs = _vtrace_kernel(log_rhos, discounts, rewards, values,
+                                 bootstrap_value, hyperparameters,
+                                 time_major=time_major, scan=scan)
+        # Wrong values give NaN, not finite wrong targets, where the code
+        # cannot be raised (inside a caller's XLA function).
+        outputs = [_checks.poison(code, output) for output in outputs]
+        return outputs if code is None else outputs + [code]
 
     sequence = tf.TensorSpec([None] * rank, dtype)
     specs = [sequence] * 4 + [tf.TensorSpec([None] * (rank - 1), dtype)]
-    specs += [tf.TensorSpec(None if hyperparameter_keys[i][2] is None else
-                            [None] * hyperparameter_keys[i][2],
-                            hyperparameter_keys[i][1]) for i in tensor_slots]
+    specs += [_hyperparameter_spec(hyperparameter_keys[i], dtype) for i in tensor_slots]
     return tf.function(kernel, jit_compile=jit_compile).get_concrete_function(
         *specs)
+
+
+def _hyperparameter_spec(key, dtype):
+    if key[0] == "number":
+        return tf.TensorSpec([], _tensors.compute_dtype(dtype))
+    return tf.TensorSpec(None if key[2] is None else [None] * key[2], key[1])
 
 
 def _call_kernel(jit_compile, time_major, tensors, hyperparameters,
@@ -255,8 +280,13 @@ def _call_kernel(jit_compile, time_major, tensors, hyperparameters,
     kernel = _concrete_kernel(bool(jit_compile), bool(time_major), values.dtype,
                               values.shape.rank, keys,
                               _resolve_scan(scan, values.shape[0 if time_major else 1]))
-    inputs = list(tensors) + [h for h in hyperparameters if tf.is_tensor(h)]
+    dtype = _tensors.compute_dtype(values.dtype)
+    inputs = list(tensors) + [
+        h if key[0] == "tensor" else _tensors.number_tensor(h, dtype)
+        for h, key in zip(hyperparameters, keys) if key[0] != "constant"]
     outputs = _tape.call_unrecorded(kernel, *inputs)
+    if len(outputs) == 3:  # Tensor hyperparameters, checked in the kernel.
+        _checks.raise_packed(outputs.pop())
     if not tf.executing_eagerly():
         outputs = [tf.stop_gradient(output) for output in outputs]
     for output in outputs:
@@ -265,43 +295,6 @@ def _call_kernel(jit_compile, time_major, tensors, hyperparameters,
 
 
 # --- Public entry points -----------------------------------------------------
-
-
-def _prepare_inputs(log_rhos, discounts, rewards, values, bootstrap_value,
-                    lambda_, time_major, validate_args):
-    """Converts the inputs to `values`' dtype and checks ranks, then shapes.
-
-    Returns the five tensors in argument order, λ (possibly a Python float),
-    the `SequenceShape` the sequences broadcast to, and the run-time asserts.
-    """
-    values = _checks.to_float_tensor(values, "values")
-    if values.shape.rank is None or values.shape.rank < 2:
-        layout = "[T, B, ...]" if time_major else "[B, T, ...]"
-        raise ValueError(
-            f"`values` must have a known rank >= 2, laid out {layout}; got "
-            f"shape {values.shape}.")
-    rank = values.shape.rank
-    sequences = [("values", values)] + [
-        (name, _checks.to_float_tensor(sequence, name, values.dtype))
-        for name, sequence in (("log_rhos", log_rhos), ("discounts", discounts),
-                               ("rewards", rewards))]
-    bootstrap_value = _checks.to_float_tensor(
-        bootstrap_value, "bootstrap_value", values.dtype)
-    lambda_ = _checks.to_lambda(lambda_, values.dtype)
-    # Every rank before any shape, as the peers check them.
-    for name, sequence in sequences[1:]:
-        _checks.check_rank(sequence, name, rank, time_major)
-    _checks.check_bootstrap_rank(bootstrap_value, rank)
-    _checks.check_lambda_rank(lambda_, rank)
-    if tf.is_tensor(lambda_) and lambda_.shape.rank:
-        sequences.append(("lambda_", lambda_))  # Per step: a sequence too.
-    shape, asserts = _checks.broadcast_shape(sequences, time_major,
-                                             validate_args)
-    asserts += _checks.check_bootstrap_shape(bootstrap_value, shape, time_major,
-                                             validate_args)
-    tensors = [dict(sequences)[name] for name in
-               ("log_rhos", "discounts", "rewards", "values")]
-    return tensors + [bootstrap_value], lambda_, shape, asserts
 
 
 def _broadcast_sequences(sequences, shape):
@@ -328,15 +321,10 @@ def _broadcast_sequences(sequences, shape):
     return broadcast
 
 
-def _prepare_thresholds(thresholds, validate_args):
-    """ρ̄, ρ̄_pg, c̄ checked (numbers, scalar tensors or None); and their asserts."""
-    converted, asserts = [], []
-    for name, threshold in thresholds.items():
-        threshold, threshold_asserts = _checks.check_threshold(
-            threshold, name, validate_args)
-        converted.append(threshold)
-        asserts += threshold_asserts
-    return converted, asserts
+def _prepare_thresholds(thresholds):
+    """ρ̄, ρ̄_pg, c̄ checked (numbers, scalar tensors or None)."""
+    return [_checks.check_threshold(threshold, name)
+            for name, threshold in thresholds.items()]
 
 
 def from_importance_weights(log_rhos,
@@ -399,9 +387,10 @@ def from_importance_weights(log_rhos,
       clip_pg_rho_threshold: ρ̄_pg, a positive scalar, or None for no clipping.
       clip_c_threshold: c̄, a positive scalar, or None for no clipping.
       lambda_: λ in [0, 1], a scalar or a tensor shaped like `rewards` (one
-        per step). Python numbers (here and for the thresholds) are compiled
-        in as constants, so a new value compiles anew; pass a tensor to vary
-        one from call to call without recompiling.
+        per step). A Python number (here and for the thresholds) other than 1
+        enters the compiled kernel as an input: a schedule that changes it
+        every call compiles nothing new. A tensor's value is checked when
+        the kernel runs (a ValueError eagerly, an assert in a graph).
       alpha_: α in [0, 1], leaky V-trace's weight of the clipped ratios
         (a number or a scalar tensor); 1 (default) is V-trace.
       time_major: If False, every sequence input and output is [B, T, ...].
@@ -416,8 +405,9 @@ def from_importance_weights(log_rhos,
         sequence: the depth a GPU or TPU can use at long T, about log₂ T
         times the arithmetic), or ``"auto"`` (default: the one measured
         faster for the size; on CPU, sequential).
-      validate_args: Also assert, at run time, shapes that are unknown when
-        traced (T or B of None) and that tensor thresholds are positive.
+      validate_args: Every check is always on (docs/api.md, "Shapes and
+        checks"); True also refuses, when traced, to run inside a caller's
+        XLA function, where a failed value check cannot raise (NaN there).
       name: Name scope of the ops.
 
     Returns:
@@ -440,21 +430,20 @@ def from_importance_weights(log_rhos,
       [4.0951, 3.439, 2.71, 1.9, 1.0]
     """
     _checks.check_choice(scan, "scan", SCANS)
+    _checks.refuse_unraisable(validate_args)
     with tf.name_scope(name or "from_importance_weights"):
-        tensors, lambda_, shape, asserts = _prepare_inputs(
+        tensors, lambda_, shape, asserts = _checks.check_sequences(
             log_rhos, discounts, rewards, values, bootstrap_value, lambda_,
-            time_major, validate_args)
-        thresholds, threshold_asserts = _prepare_thresholds(
+            time_major)
+        thresholds = _prepare_thresholds(
             {"clip_rho_threshold": clip_rho_threshold,
              "clip_pg_rho_threshold": clip_pg_rho_threshold,
-             "clip_c_threshold": clip_c_threshold},
-            validate_args)
-        alpha_, alpha_asserts = _checks.check_alpha(alpha_, validate_args)
-        threshold_asserts += alpha_asserts
+             "clip_c_threshold": clip_c_threshold})
+        alpha_ = _checks.check_alpha(alpha_)
         per_step_lambda = tf.is_tensor(lambda_) and bool(lambda_.shape.rank)
         sequences = tensors[:4] + ([lambda_] if per_step_lambda else [])
         sequences = _broadcast_sequences(
-            _checks.with_dependencies(asserts + threshold_asserts, sequences),
+            _checks.with_dependencies(asserts, sequences),
             shape)
         if per_step_lambda:
             lambda_ = sequences.pop()
@@ -469,35 +458,40 @@ def from_importance_weights(log_rhos,
 
 @tf.function(jit_compile=True, reduce_retracing=True)
 def _categorical_log_prob(logits, actions):
-    """log softmax(logits)[action], as tfp's Categorical log_prob, fused by XLA.
+    """log softmax(logits)[action], as tfp's Categorical log_prob, fused by XLA;
+    and whether every action is in [0, P).
 
     The taken action is picked by a one-hot contraction rather than a gather
     (or tfp's sparse cross-entropy): its gradient, softmax − one-hot, is
     elementwise and fuses with the rest of a learner step, where a gather's
     is a scatter (docs/performance.md). An action outside [0, P) gives NaN, as
-    XLA's sparse cross-entropy does, rather than a silent 0.
+    XLA's sparse cross-entropy does, rather than a silent 0; the flag lets the
+    caller raise it outside the compiled call (`_checks.require`).
     """
     num_actions = tf.shape(logits)[-1]
     one_hot = tf.one_hot(actions, num_actions, dtype=logits.dtype)
     log_probs = tf.reduce_sum(tf.nn.log_softmax(logits) * one_hot, axis=-1)
     in_range = tf.logical_and(actions >= 0, actions < tf.cast(num_actions,
                                                               actions.dtype))
-    return tf.where(in_range, log_probs, tf.constant(float("nan"), logits.dtype))
+    return (tf.where(in_range, log_probs, tf.constant(float("nan"), logits.dtype)),
+            tf.reduce_all(in_range))
+
+
+_ACTIONS_IN_RANGE = ("`actions` must be in [0, P), P the number of logits (the "
+                     "logits' last axis), for Categorical heads.")
 
 
 # Integer dtypes whose every value an int32 holds; the others index in int64.
 _INT32_SAFE = (tf.int8, tf.int16, tf.int32, tf.uint8, tf.uint16)
 
 
-def _categorical_action_indices(policy_logits, actions, validate_args):
+def _categorical_action_indices(policy_logits, actions):
     """Integer actions of any dtype as int32/int64 indices in [0, num_actions).
 
     The log-prob's one-hot takes int32 or int64 indices (as tfp's
     Categorical does); int8, int16 and the unsigned types are cast first, to a
     dtype that holds every value, so the range check sees the true action.
     (A uint64 above 2**63 becomes negative in int64, which the check reports.)
-
-    Returns the indices and the run-time asserts.
     """
     if not actions.dtype.is_integer:
         raise TypeError(
@@ -511,17 +505,23 @@ def _categorical_action_indices(policy_logits, actions, validate_args):
                 f"than the logits with shape {policy_logits.shape} (the logits' "
                 "last axis indexes actions).")
     index_dtype = tf.int32 if actions.dtype in _INT32_SAFE else tf.int64
-    indices = tf.cast(actions, index_dtype)
-    if not validate_args:
-        return indices, []
-    num_actions = tf.cast(tf.shape(policy_logits)[-1], index_dtype)
-    return indices, [
-        tf.debugging.assert_non_negative(
-            indices, message="`actions` must be >= 0"),
-        tf.debugging.assert_less(
-            indices, num_actions,
-            message="`actions` must be < the number of logits (last axis)"),
-    ]
+    return tf.cast(actions, index_dtype)
+
+
+def _check_logits_and_actions(policy_logits, actions):
+    """Categorical actions are the logits' shape without its last axis,
+    exactly; checked when traced, and when run where a dim is unknown."""
+    expected = policy_logits.shape[:-1] if policy_logits.shape.rank else None
+    if expected is not None and not actions.shape.is_compatible_with(expected):
+        raise ValueError(
+            f"`actions` has shape {actions.shape} but must be the logits' shape "
+            f"without the last axis, {expected} (no axis broadcasts).")
+    if expected is None or (expected.is_fully_defined()
+                            and actions.shape.is_fully_defined()):
+        return
+    _checks.require(tf.reduce_all(tf.equal(tf.shape(actions, tf.int64),
+                                           tf.shape(policy_logits, tf.int64)[:-1])),
+                    "`actions` must be the logits' shape without the last axis.")
 
 
 def log_probs_from_logits_and_actions(policy_logits, actions, dist_class=None,
@@ -543,7 +543,10 @@ def log_probs_from_logits_and_actions(policy_logits, actions, dist_class=None,
         ModelV2 here, e.g. for autoregressive heads). When not None the head
         is built as `dist_class(policy_logits, model)`; ignored (and not
         needed) for the default Categorical head.
-      validate_args: Assert at run time that Categorical actions are in range.
+      validate_args: Categorical actions are always checked to be in range
+        (a ValueError eagerly, an assert in a graph, NaN log-probs inside a
+        caller's XLA function, where nothing can raise); True refuses the
+        last case when traced.
 
     Returns:
       The log-probabilities, [T, B, ...].
@@ -561,10 +564,11 @@ def log_probs_from_logits_and_actions(policy_logits, actions, dist_class=None,
         if dist_class is not None:
             return _tensors.make_distribution(policy_logits, dist_class, model).log_prob(
                 actions)
-        actions, asserts = _categorical_action_indices(
-            policy_logits, actions, validate_args)
-        (actions,) = _checks.with_dependencies(asserts, [actions])
-        log_probs = _categorical_log_prob(policy_logits, actions)
+        _checks.refuse_unraisable(validate_args)
+        _check_logits_and_actions(policy_logits, actions)
+        actions = _categorical_action_indices(policy_logits, actions)
+        log_probs, in_range = _categorical_log_prob(policy_logits, actions)
+        _checks.require(in_range, _ACTIONS_IN_RANGE)
         log_probs.set_shape(tf.broadcast_static_shape(
             actions.shape, policy_logits.shape[:-1]))
         return log_probs
@@ -627,15 +631,10 @@ def get_log_rhos(target_action_log_probs, behaviour_action_log_probs):
     return tf.add_n([t - b for t, b in zip(target, behaviour)])
 
 
-def _check_log_probs_match_values(log_rhos, values):
-    """The heads' log-probs must line up with `values` step for step."""
-    values_shape = tf.convert_to_tensor(values).shape
-    if not log_rhos.shape.is_compatible_with(values_shape):
-        raise ValueError(
-            f"The action log-probs have shape {log_rhos.shape} but `values` has "
-            f"shape {values_shape}: `target_policy_logits` must be `values`' "
-            "shape plus a parameter axis, and `actions` must match `values` "
-            "(plus any event dims of `dist_class`).")
+def _head_tensors(heads, name):
+    """`heads` (a tensor or a list per head) as a list of tensors."""
+    return [tf.convert_to_tensor(head, name=name)
+            for head in _tensors.as_head_list(heads, name)]
 
 
 def multi_from_logits(behaviour_policy_logits,
@@ -691,7 +690,9 @@ def multi_from_logits(behaviour_policy_logits,
       jit_compile: Compile the recursion with XLA.
       scan: ``"auto"``, ``"sequential"`` or ``"associative"``; see
         `from_importance_weights`.
-      validate_args: Assert run-time shapes and action ranges.
+      validate_args: Every check is always on (docs/api.md, "Shapes and
+        checks"); True also refuses, when traced, to run inside a caller's
+        XLA function, where a failed value check cannot raise (NaN there).
       name: Name scope of the ops.
 
     Returns:
@@ -710,22 +711,30 @@ def multi_from_logits(behaviour_policy_logits,
       (2, 0.0)
     """
     with tf.name_scope(name or "multi_from_logits"):
-        target_policy_logits = _tensors.as_head_list(target_policy_logits,
+        values = _checks.to_float_tensor(values, "values")
+        target_policy_logits = _head_tensors(target_policy_logits,
                                              "target_policy_logits")
-        actions = _tensors.as_head_list(actions, "actions")
+        actions = _head_tensors(actions, "actions")
+        behaviour_logits = None if behaviour_action_log_probs is not None else (
+            _head_tensors(behaviour_policy_logits, "behaviour_policy_logits"))
+        asserts = _checks.check_heads(target_policy_logits, behaviour_logits,
+                                      actions, values, dist_class is None)
         target_action_log_probs = multi_log_probs_from_logits_and_actions(
             target_policy_logits, actions, dist_class, model,
             validate_args=validate_args)
-        if behaviour_action_log_probs is None:
+        if behaviour_logits is not None:
             behaviour_action_log_probs = multi_log_probs_from_logits_and_actions(
-                _tensors.as_head_list(behaviour_policy_logits, "behaviour_policy_logits"),
-                actions, dist_class, model, validate_args=validate_args)
+                behaviour_logits, actions, dist_class, model,
+                validate_args=validate_args)
         else:
-            behaviour_action_log_probs = _tensors.as_head_list(
+            behaviour_action_log_probs = _head_tensors(
                 behaviour_action_log_probs, "behaviour_action_log_probs")
-        log_rhos = get_log_rhos(target_action_log_probs,
-                                behaviour_action_log_probs)
-        _check_log_probs_match_values(log_rhos, values)
+        for log_probs, log_probs_name in (
+                (target_action_log_probs, "target_action_log_probs"),
+                (behaviour_action_log_probs, "behaviour_action_log_probs")):
+            asserts += _checks.check_head_log_probs(log_probs, log_probs_name, values)
+        (log_rhos,) = _checks.with_dependencies(asserts, [get_log_rhos(
+            target_action_log_probs, behaviour_action_log_probs)])
         returns = from_importance_weights(
             log_rhos, discounts, rewards, values, bootstrap_value,
             clip_rho_threshold, clip_pg_rho_threshold,
@@ -787,7 +796,9 @@ def from_logits(behaviour_policy_logits,
       jit_compile: Compile the recursion with XLA.
       scan: ``"auto"``, ``"sequential"`` or ``"associative"``; see
         `from_importance_weights`.
-      validate_args: Assert run-time shapes and action ranges.
+      validate_args: Every check is always on (docs/api.md, "Shapes and
+        checks"); True also refuses, when traced, to run inside a caller's
+        XLA function, where a failed value check cannot raise (NaN there).
       name: Name scope of the ops.
 
     Returns:
