@@ -33,7 +33,12 @@ def _config(args):
     return (
         IMPALAConfig()
         .environment(args.env)
-        .env_runners(num_env_runners=1, num_envs_per_env_runner=args.num_envs)
+        # Weights pushed to the env runner, as before RLlib 2.5x: with the
+        # default pull-based state server (RLlib 2.60) and the learner in
+        # the driver, the env runner waited for state forever here (no env
+        # step in 3 minutes, seen 3 times).
+        .env_runners(num_env_runners=1, num_envs_per_env_runner=args.num_envs,
+                     use_env_runner_state_server=False)
         .learners(num_learners=0)
         .training(train_batch_size_per_learner=500, lr=5e-4,
                   vf_loss_coeff=0.05, entropy_coeff=0.0, grad_clip=40.0,
@@ -50,6 +55,15 @@ def _get(result, *keys, default=None):
             return default
         result = result[key]
     return result
+
+
+def _updates(result):
+    """Lifetime learner updates of the default module (None before one)."""
+    trained = _get(result, "learners", "default_policy",
+                   "num_module_steps_trained_lifetime")
+    batch = _get(result, "learners", "default_policy",
+                 "module_train_batch_size_mean")
+    return round(trained / batch) if trained and batch else None
 
 
 def main():
@@ -75,11 +89,9 @@ def main():
                 "build_s": round(build_s, 3),
                 "env_steps": _get(result, "num_env_steps_sampled_lifetime",
                                   default=0),
-                "learner_updates": _get(
-                    result, "learners", "__all_modules__",
-                    "num_trainable_parameters_updates_lifetime",
-                    default=_get(result, "learners", "default_policy",
-                                 "num_module_steps_trained_lifetime")),
+                # One learner update per train batch (num_epochs 1, no
+                # minibatches): updates = module steps trained / batch size.
+                "learner_updates": _updates(result),
                 "return_mean": _get(result, "env_runners",
                                     "episode_return_mean"),
                 "episodes": _get(result, "env_runners",
