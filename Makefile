@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 RAY_STAMP := $(VENV)/.installed-ray
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv venv-demo venv-ray demo demo-ray demo-eval learn-full ablation lag-benchmark lag-benchmark-full lint test test-slow docs bench bench-core bench-scan bench-actors clean
+.PHONY: venv venv-demo venv-ray demo demo-ray demo-eval learn-full ablation lag-benchmark lag-benchmark-full lint test test-slow docs bench bench-agent bench-core bench-scan bench-actors clean
 
 venv: $(STAMP)
 venv-demo: $(DEMO_STAMP)
@@ -99,6 +99,11 @@ bench-actors: venv
 
 bench: venv
 	bash benchmarks/peers/run_all.sh
+
+# Our agent against RLlib IMPALA on CartPole-v1, 3 seeds alternating
+# (docs/performance.md); builds .venv-bench-rllib on first use.
+bench-agent: venv
+	bash benchmarks/peers/bench_agent.sh
 
 clean:
 	rm -rf $(VENV) $(VENV)-* site build *.egg-info

@@ -73,3 +73,27 @@ def test_benchmark_paths_named_in_docs_and_makefile_exist():
     assert not missing, missing
     assert {"benchmarks/peers/run_all.sh", "benchmarks.bench_core",
             "benchmarks.learning.agent_learning"} <= named
+
+
+def test_bench_agent_quick_reads_our_run(tmp_path):
+    """benchmarks/peers/bench_agent.py --quick, our system alone (the RLlib
+    venv is `make bench-agent`'s, not the suite's), with a target a short
+    run reaches: the env step and wall time of the first 100-episode mean at
+    the target come out of the run's own episodes.csv and TensorBoard, and
+    the table, JSON and plot are written."""
+    import json
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks.peers.bench_agent", "--quick",
+         "--systems", "tf_vtrace", "--target", "20", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, cwd=ROOT,
+        check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "| tf_vtrace | 0 |" in completed.stdout
+    (record,) = json.loads((tmp_path / "bench_agent.json").read_text())["records"]
+    assert record["env_steps"] == 20_480  # 20k rounded up to whole unrolls.
+    assert 0 < record["steps_to_target"] <= record["env_steps"]
+    assert 0 < record["wall_to_target_s"] < record["wall_s"]
+    assert record["env_steps_per_s"] > 0 and record["learner_steps_per_s"] > 0
+    walls, steps, means = zip(*record["curve"])
+    assert list(steps) == sorted(steps) and list(walls) == sorted(walls)
+    assert (tmp_path / "bench_agent.png").stat().st_size > 0
