@@ -62,6 +62,10 @@ class Config:
         or ``"ray"`` (Ray actors, the `ray` extra); see
         `tf_vtrace.agent.backends`.
       num_actors: Actors, each stepping `num_envs` envs (1 with ``"local"``).
+      vector_env: What steps the `num_envs` envs: ``"gymnasium"``
+        (`gymnasium.vector.SyncVectorEnv`) or ``"envpool"`` (EnvPool's C++
+        envs, the `envpool` extra; ids it shares with gymnasium, such as
+        CartPole-v1), same unroll contract (`tf_vtrace.agent.envs`).
       queue_size: Unrolls the ``"thread"`` backend's actors may queue ahead
         of the learner (they wait while it is full).
       strategy: The learner's `tf.distribute` strategy: ``"none"`` (one
@@ -100,6 +104,7 @@ class Config:
     backend: str = "thread"
     num_actors: int = 1
     queue_size: int = 1
+    vector_env: str = "gymnasium"
     strategy: str = "none"
     max_nonfinite_updates: int = 10
     max_actor_failures: int = 3
@@ -157,6 +162,10 @@ class Config:
         # checks above do not.
         from tf_vtrace.agent import envs
         envs.check_env_id(self.env_id)
+        _require(self.vector_env in envs.VECTOR_ENVS, "vector_env",
+                 f"one of {envs.VECTOR_ENVS}", self.vector_env)
+        if self.vector_env == "envpool":
+            envs.check_envpool(self.env_id)
 
     @property
     def steps_per_update(self):
