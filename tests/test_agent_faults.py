@@ -142,8 +142,10 @@ def test_an_absurd_learning_rate_stops_the_run_and_names_the_diagnostics(tmp_pat
 
 # --- Resume and checkpoints you can trust ------------------------------------
 
+# The synchronous loop: its policy lags (2 here) are the same on every run.
 RESUMABLE = Config(num_envs=2, unroll_length=8, total_env_steps=16 * 12,
-                   checkpoint_every=4, policy_lag=2, jit_compile=False)
+                   checkpoint_every=4, policy_lag=2, jit_compile=False,
+                   backend="local")
 
 
 def _scalar_steps(out, tag):
