@@ -253,14 +253,16 @@ class ThreadActors(actor_lib.ActorBackend):
         """The thread of actor `index`: acts until the tickets run out or
         the backend stops; a failure is queued for `collect` to handle."""
         holding = False  # A ticket taken, its unroll not queued yet.
+        held = None  # The version of the weights `local` holds.
         try:
             if not self._wait(lambda: self._have_weights.wait(_TICK_S)):
                 return
             while self._take_ticket():
                 holding = True
                 version, weights = self._latest
-                if version != local.version:
+                if version != held:  # (not local.version: 0 before any)
                     local.set_weights(weights, version)
+                    held = version
                 unroll = local.collect()
                 holding = False
                 if not self._put(("unroll", index, unroll)):

@@ -185,6 +185,13 @@ class EnvPoolVectorEnv:
     the mask ``info["_final_obs"]``); the reset step's reward 0 is not a
     step of either episode and is dropped.
 
+    One difference remains: an episode that terminates on the time limit's
+    step is reported truncated only (EnvPool's own convention: its
+    ``elapsed_step`` reaching the limit wins; gymnasium's TimeLimit reports
+    both, and the unroll contract counts that as terminated), so that step
+    bootstraps from V of its final observation. Rare (CartPole: a fall on
+    exactly step 500), and measured in tests/test_envpool.py.
+
     Args:
       env_id: An id that EnvPool and gymnasium both know (`check_envpool`).
       num_envs: B.

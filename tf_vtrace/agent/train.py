@@ -1,9 +1,13 @@
 """The training loop: actor → unroll → learner, with the policy lag between.
 
 `train(config, out_dir)` runs ``config.num_updates`` updates. Each one hands
-the actor the learner weights from ``policy_lag`` updates ago
-(`WeightHistory`), collects one unroll of T steps from B envs, and runs one
-learner step on it. It writes into `out_dir`:
+the actors the learner weights from ``policy_lag`` updates ago
+(`WeightHistory`), takes one unroll of T steps from B envs, and runs one
+learner step on it. With the default ``"thread"`` backend (and ``"process"``,
+``"ray"``) the actors act while the learner learns: the unroll was acted
+with the weights the actor had at its start, and its policy lag is measured;
+with ``"local"`` (``--sync``) the actor acts it here, then the learner
+learns (`tf_vtrace.agent.backends`). It writes into `out_dir`:
 
 * ``config.json``, ``episodes.csv``, ``tensorboard/``, ``learning_curve.png``
   (see `tf_vtrace.agent.recording`);
@@ -17,9 +21,11 @@ learner step on it. It writes into `out_dir`:
   non-finite (``skipped_updates``); the actor backend and
   its number of actors, the unrolls each actor gave, the measured policy lag
   (learner version − the unroll's policy version: mean, max and a count per
-  value) and the loop's env steps/s and learner steps/s after the first
+  value), the loop's env steps/s and learner steps/s after the first
   update (which also compiles the learner step and waits for the actors to
-  start).
+  start), the fractions of that time the learner waited for unrolls and the
+  actors for the learner (`_Idle`), and the unrolls dropped at a stop
+  (``discarded_unrolls``).
 
 With ``config.strategy`` other than ``"none"`` the learner's strategy is
 built first, before any TensorFlow op (``"multi_worker"`` fails otherwise).
