@@ -9,13 +9,15 @@ PIP := $(PY) -m pip
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 RAY_STAMP := $(VENV)/.installed-ray
+ENVPOOL_STAMP := $(VENV)/.installed-envpool
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv venv-demo venv-ray demo demo-ray demo-eval learn-full ablation lag-benchmark lag-benchmark-full lint test test-slow docs bench bench-agent bench-core bench-scan bench-actors clean
+.PHONY: venv venv-demo venv-ray venv-envpool demo demo-ray demo-eval learn-full ablation lag-benchmark lag-benchmark-full lint test test-slow docs bench bench-agent bench-core bench-scan bench-actors clean
 
 venv: $(STAMP)
 venv-demo: $(DEMO_STAMP)
 venv-ray: $(RAY_STAMP)
+venv-envpool: $(ENVPOOL_STAMP)
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +31,12 @@ $(RAY_STAMP): setup.py constraints.txt | $(VENV)/bin/python
 	$(PIP) install --quiet -c constraints.txt -e '.[agent,ray]'
 	touch $(RAY_STAMP)
 
+$(ENVPOOL_STAMP): setup.py constraints.txt | $(VENV)/bin/python
+	$(PIP) install --quiet -c constraints.txt -e '.[agent,envpool]'
+	touch $(ENVPOOL_STAMP)
+
 $(STAMP): setup.py constraints.txt | $(VENV)/bin/python
-	$(PIP) install --quiet -c constraints.txt -e '.[agent,atari,minatar,test,docs,examples,tf-agents,ray]'
+	$(PIP) install --quiet -c constraints.txt -e '.[agent,atari,minatar,envpool,test,docs,examples,tf-agents,ray]'
 	# The TF-Agents guide's code runs in the tests. TF-Agents 0.19 declares pins
 	# that conflict with TF 2.21; its real needs come with the extra above.
 	$(PIP) install --quiet --no-deps -c constraints.txt tf-agents==0.19.0
@@ -41,15 +47,18 @@ $(STAMP): setup.py constraints.txt | $(VENV)/bin/python
 # The IMPALA agent learns CartPole-v1 (docs/agent.md): progress bar, then
 # runs/demo/{learning_curve.png,tensorboard,checkpoints,policy}; the
 # SavedModel is then evaluated over 20 episodes in a fresh process.
-# The actors run in this process by default; `make demo BACKEND=process
-# NUM_ACTORS=2` or `make demo-ray` run them in worker processes or as Ray
-# actors (docs/scaling.md).
+# The actor acts in a thread of this process while the learner learns (the
+# asynchronous default); `make demo BACKEND=local` runs the synchronous loop,
+# `make demo BACKEND=process NUM_ACTORS=2` or `make demo-ray` run the actors
+# in worker processes or as Ray actors (docs/scaling.md), `make demo
+# VECTOR_ENV=envpool` steps EnvPool's C++ CartPole (the envpool extra).
 DEMO_OUT ?= runs/demo
-BACKEND ?= local
+BACKEND ?= thread
 NUM_ACTORS ?= 1
-demo: venv-demo $(if $(filter ray,$(BACKEND)),venv-ray)
+VECTOR_ENV ?= gymnasium
+demo: venv-demo $(if $(filter ray,$(BACKEND)),venv-ray) $(if $(filter envpool,$(VECTOR_ENV)),venv-envpool)
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_vtrace.agent train --env CartPole-v1 --out $(DEMO_OUT) \
-		--backend $(BACKEND) --num-actors $(NUM_ACTORS) --restart
+		--backend $(BACKEND) --num-actors $(NUM_ACTORS) --vector-env $(VECTOR_ENV) --restart
 	$(MAKE) --no-print-directory demo-eval
 
 demo-ray:

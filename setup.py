@@ -52,6 +52,10 @@ setup(
         # Ray actors for the agent (`--backend ray`, tf_vtrace.agent.backends);
         # imported only when that backend is chosen.
         "ray": ["ray"],
+        # EnvPool's C++ envs for the agent (`--vector-env envpool`,
+        # tf_vtrace.agent.envs); imported only when chosen. It pulls in
+        # envpool-assets (~0.7 GB of MuJoCo assets).
+        "envpool": ["envpool"],
         "docs": ["mkdocs", "mkdocs-material", "mkdocstrings[python]"],
     },
     license="Apache-2.0",

@@ -1,6 +1,7 @@
 """Throughput and policy lag of each actor backend (docs/scaling.md).
 
-For every backend setting (local 1 actor; process 1 and 2; Ray 1 and 2) and
+For every backend setting (local 1 actor; thread 1; process 1 and 2; Ray 1
+and 2) and
 every repeat, in turn, so that a change in the machine's load hits them all:
 
 * with the learner: the real train loop (`tf_vtrace.agent.train.train`, the
@@ -35,7 +36,7 @@ from tf_vtrace.agent import backends
 from tf_vtrace.agent import train as train_lib
 from tf_vtrace.agent.config import Config
 
-SETTINGS = ("local", "process:1", "process:2", "ray:1", "ray:2")
+SETTINGS = ("local", "thread", "process:1", "process:2", "ray:1", "ray:2")
 # Actor-only waits this long at most for every actor to give its first unroll.
 _START_TIMEOUT_S = 300.
 
@@ -57,6 +58,8 @@ def with_learner(config):
 
 def actor_only(config, seconds):
     """Env steps/s of the backend alone, after every actor has started."""
+    # The thread backend acts only the run's updates' unrolls: give it many.
+    config = config.replace(total_env_steps=10 ** 9)
     actors = backends.make_actors(config)
     try:
         actors.set_weights(_initial_weights(config, actors.head_sizes), 0)

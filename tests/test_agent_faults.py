@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tf_vtrace.agent import _run_dir, envs, recording
 from tf_vtrace.agent import actor as actor_lib
-from tf_vtrace.agent import envs, recording
 from tf_vtrace.agent import evaluate as evaluate_lib
 from tf_vtrace.agent import learner as learner_lib
 from tf_vtrace.agent import train as train_lib
@@ -142,8 +142,10 @@ def test_an_absurd_learning_rate_stops_the_run_and_names_the_diagnostics(tmp_pat
 
 # --- Resume and checkpoints you can trust ------------------------------------
 
+# The synchronous loop: its policy lags (2 here) are the same on every run.
 RESUMABLE = Config(num_envs=2, unroll_length=8, total_env_steps=16 * 12,
-                   checkpoint_every=4, policy_lag=2, jit_compile=False)
+                   checkpoint_every=4, policy_lag=2, jit_compile=False,
+                   backend="local")
 
 
 def _scalar_steps(out, tag):
@@ -207,6 +209,20 @@ def test_a_changed_config_is_refused_and_restart_starts_over(tmp_path):
     assert summary["resumed_at_update"] is None and summary["env_steps"] == 192
     assert (tmp_path / "notes.txt").read_text() == "mine"  # not a run output
     assert _scalar_steps(tmp_path, "learner/loss") == [16, 160]
+
+
+def test_a_run_written_before_a_field_existed_is_the_same_run(tmp_path):
+    """A config.json without the fields added since (queue_size,
+    vector_env) matches a config with their defaults, not another value."""
+    config = Config(backend="local", num_envs=2, jit_compile=False)
+    old = config.to_dict()
+    del old["queue_size"], old["vector_env"]
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    _run_dir._check_same_config(config, str(tmp_path / "config.json"))
+    with pytest.raises(train_lib.RunDirectoryError,
+                       match="queue_size: 1 there, 2 now"):
+        _run_dir._check_same_config(config.replace(queue_size=2),
+                                    str(tmp_path / "config.json"))
 
 
 def test_evaluate_names_a_missing_or_broken_policy(tmp_path):

@@ -156,6 +156,11 @@ def test_sigterm_stops_like_ctrl_c(tmp_path):
     summary = _stop_after_two_updates(out, signal.SIGTERM)
     assert summary["learner_updates"] >= 2
     assert _last_checkpoint(out) == summary["learner_updates"]
+    # The asynchronous default: every unroll learned on or counted as
+    # dropped (queued, or being acted, at the stop: at most queue_size + 1).
+    assert summary["backend"] == "thread"
+    assert sum(summary["unrolls_per_actor"]) == summary["learner_updates"]
+    assert 0 <= summary["discarded_unrolls"] <= 2
 
 
 def test_a_killed_actor_process_is_replaced_and_training_goes_on(tmp_path):
@@ -230,6 +235,7 @@ def test_a_killed_run_resumes_without_gap_or_overlap(tmp_path):
     assert summary["learner_updates"] == 40 and summary["env_steps"] == 1280
     assert sum(summary["policy_lag_counts"].values()) == 40
     assert sum(summary["unrolls_per_actor"]) == 40
+    assert summary["backend"] == "thread" and summary["discarded_unrolls"] == 0
     assert _scalar_steps(out, "learner/loss") == [32, 320, 640, 960, 1280]
     steps, _ = recording.read_episodes(str(out / "episodes.csv"))
     resumed_at = summary["resumed_at_update"] * 32
@@ -240,7 +246,8 @@ def test_a_killed_run_resumes_without_gap_or_overlap(tmp_path):
 
 def test_multi_discrete_path_trains_with_two_heads(tmp_path):
     config = Config(env_id=envs.MULTI_DISCRETE_ID, num_envs=4, unroll_length=10,
-                    total_env_steps=200, policy_lag=1, jit_compile=False)
+                    total_env_steps=200, policy_lag=1, jit_compile=False,
+                    backend="local")
     summary = train(config, str(tmp_path), progress=False)
     _assert_outputs(tmp_path, interrupted=False)
     assert summary["env_steps"] == 200

@@ -71,7 +71,8 @@ FINAL_FRACTION = 0.1
 
 def run_config(env_id, correction, lag, seed, plan):
     settings = dict(ENVS[env_id], env_id=env_id, correction=correction,
-                    policy_lag=lag, seed=seed, jit_compile=plan["jit_compile"])
+                    policy_lag=lag, seed=seed, jit_compile=plan["jit_compile"],
+                    backend="local")  # the synchronous loop: exactly `lag`
     if plan["total_env_steps"]:
         settings["total_env_steps"] = plan["total_env_steps"]
     return Config(**settings)

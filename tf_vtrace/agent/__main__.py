@@ -6,7 +6,8 @@
 `train` takes ``--preset NAME`` (`tf_vtrace.agent.presets`: ``acrobot``,
 ``minatar-breakout``, ...) and one ``--flag`` per `Config` field (``--correction
 {vtrace,none,is1,epsilon}``, ``--no-correction`` an alias of ``--correction
-none``); a bad value is reported before anything starts. Run again with
+none``, ``--sync`` an alias of ``--backend local``: the synchronous loop);
+a bad value is reported before anything starts. Run again with
 the same ``--out``, it resumes that run (a different config is refused,
 naming the fields; ``--restart`` starts over). Exit status: 0 done, 1
 stopped by non-finite updates or failing actors (the checkpoint, policy and
@@ -38,6 +39,15 @@ def _config_flags(parser, defaults):
             parser.add_argument("--no-correction", dest="correction",
                                 action="store_const", const="none",
                                 help="alias of --correction none")
+        elif field.name == "backend":
+            from tf_vtrace.agent.config import BACKENDS
+            parser.add_argument(flag, choices=BACKENDS, default=default,
+                                help="where the actors run "
+                                     "(tf_vtrace.agent.backends)")
+            parser.add_argument("--sync", dest="backend", action="store_const",
+                                const="local",
+                                help="alias of --backend local: the "
+                                     "synchronous loop (collect, then learn)")
         elif isinstance(default, bool):
             parser.add_argument(flag, type=lambda s: s.lower() in ("1", "true", "yes"),
                                 default=default, metavar="BOOL")

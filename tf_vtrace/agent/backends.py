@@ -2,10 +2,16 @@
 
 Every backend is an `tf_vtrace.agent.actor.ActorBackend`: ``set_weights(weights,
 version)`` with a list of numpy arrays, ``collect()`` returning one unroll
-dict with `tf_vtrace.agent.actor.UNROLL_KEYS`, ``close()``. Three backends,
+dict with `tf_vtrace.agent.actor.UNROLL_KEYS`, ``close()``. Four backends,
 chosen by `Config.backend` (`make_actors`):
 
-* ``"local"``: one `LocalActor` in this process (the default);
+* ``"thread"``: `ThreadActors` (the default), `Config.num_actors`
+  `LocalActor`s in threads of this process that act without waiting for the
+  learner: each one fills a bounded queue (`Config.queue_size` unrolls) with
+  the newest weights it has, while the learner learns on what is queued;
+* ``"local"``: one `LocalActor` in this process, called by the learner: the
+  synchronous loop (collect, then learn), for reproducible experiments and
+  the artificial `Config.policy_lag`;
 * ``"process"``: `ProcessActors`, `Config.num_actors` worker processes of the
   standard library's `multiprocessing` (spawn start method, so TensorFlow is
   never forked), each running a `LocalActor`; weights and unrolls travel over
@@ -41,19 +47,22 @@ import collections
 import multiprocessing
 import multiprocessing.connection
 import os
+import queue
 import shutil
 import signal
 import socket
 import sys
 import tempfile
+import threading
+import time
 import traceback
 import weakref
 
 from tf_vtrace.agent import actor as actor_lib
 from tf_vtrace.agent import envs
 
-__all__ = ["ActorFailure", "ProcessActors", "RayActors", "actor_seed_offset",
-           "make_actors"]
+__all__ = ["ActorFailure", "ProcessActors", "RayActors", "ThreadActors",
+           "actor_seed_offset", "make_actors"]
 
 
 class ActorFailure(RuntimeError):
@@ -100,8 +109,218 @@ def make_actors(config, worker_index=0, start_update=0):
         return actor_lib.LocalActor(
             config, seed_offset=actor_seed_offset(config, 0, worker_index),
             start_update=start_update)
-    backend = {"process": ProcessActors, "ray": RayActors}[config.backend]
+    backend = {"thread": ThreadActors, "process": ProcessActors,
+               "ray": RayActors}[config.backend]
     return backend(config, worker_index=worker_index, start_update=start_update)
+
+
+class _Failures:
+    """Failures in a row of each actor: `record` raises `ActorFailure` at
+    the `Config.max_actor_failures`-th, else says the actor is replaced."""
+
+    def __init__(self, config):
+        self.limit = config.max_actor_failures
+        self.in_a_row = [0] * config.num_actors
+        self.restarts = [0] * config.num_actors
+
+    def succeeded(self, index):
+        self.in_a_row[index] = 0
+
+    def record(self, index, failure):
+        self.in_a_row[index] += 1
+        if self.in_a_row[index] >= self.limit:
+            raise ActorFailure(
+                f"actor {index} failed {self.in_a_row[index]} times in a row "
+                f"(Config.max_actor_failures={self.limit}); the last "
+                f"time:\n{failure}")
+        print(f"actor {index} failed, starting a new one: {failure}",
+              file=sys.stderr)
+        self.restarts[index] += 1
+
+
+# How often a blocked actor thread or the learner's wait looks at the stop
+# flag and the threads' health (seconds).
+_TICK_S = 0.1
+
+
+class ThreadActors(actor_lib.ActorBackend):
+    """`config.num_actors` `LocalActor`s in threads, acting while the learner
+    learns (IMPALA's decoupled acting and learning, in one process).
+
+    Each thread loops: take the newest weights handed to `set_weights` (at
+    the start of each unroll, as IMPALA's actors do), collect one unroll,
+    put it into a queue of `config.queue_size` unrolls (blocking while it is
+    full: the actor idles). `collect` takes the oldest queued unroll
+    (blocking while it is empty: the learner idles). The threads share the
+    GIL, but the policy's TensorFlow op, the learner's step and most numpy
+    work release it.
+
+    Nothing is lost: the threads act for `config.num_updates` − `start_update`
+    unrolls in all (the updates left), so at the end of a run none is left
+    over; an unroll whose actor failed is acted again by its replacement.
+    At `close` before that (Ctrl-C, an error), the unrolls queued or being
+    acted are dropped and counted in `discarded_unrolls`.
+
+    A thread whose actor raises is replaced by a new `LocalActor` seeded
+    from (seed, learner version) as in `tf_vtrace.agent.actor.actor_seed`;
+    `Config.max_actor_failures` failures of one in a row raise
+    `ActorFailure` from `collect`.
+
+    `idle_seconds()`: the seconds the threads waited in all (on a full
+    queue or for the first weights); `unrolls_per_actor`, `restarts_per_actor`: as the
+    other backends'.
+    """
+
+    def __init__(self, config, worker_index=0, start_update=0):
+        self.config, self.worker_index = config, worker_index
+        self.num_actors = config.num_actors
+        _, action_space = envs.env_spaces(config.env_id)
+        self.head_sizes = envs.head_sizes(action_space)
+        self.version, self._latest = 0, None
+        self._have_weights = threading.Event()
+        self._stop = threading.Event()
+        self._queue = queue.Queue(maxsize=config.queue_size)
+        self._lock = threading.Lock()
+        self._tickets = max(0, config.num_updates - start_update)
+        self._acting = 0  # Tickets taken and not yet queued.
+        self._failures = _Failures(config)
+        self.unrolls_per_actor = [0] * self.num_actors
+        self._idle_s, self._waiting = 0., {}  # thread id -> wait start
+        self.discarded_unrolls = 0
+        self._threads = [None] * self.num_actors
+        for index in range(self.num_actors):
+            self._start(index, start_update)
+
+    @property
+    def restarts_per_actor(self):
+        return self._failures.restarts
+
+    def _start(self, index, start_update):
+        local = actor_lib.LocalActor(
+            self.config, actor_seed_offset(self.config, index,
+                                           self.worker_index), start_update)
+        thread = threading.Thread(target=self._act, args=(index, local),
+                                  name=f"tf_vtrace-actor-{index}", daemon=True)
+        self._threads[index] = thread
+        thread.start()
+
+    def set_weights(self, weights, version):
+        """Acts with `weights` (list of numpy arrays) of learner `version`
+        from each thread's next unroll on."""
+        self._latest, self.version = (int(version), list(weights)), int(version)
+        self._have_weights.set()
+
+    def _take_ticket(self):
+        with self._lock:
+            if self._tickets == 0 or self._stop.is_set():
+                return False
+            self._tickets -= 1
+            self._acting += 1  # Until `collect` returns its unroll.
+            return True
+
+    def idle_seconds(self):
+        """The seconds the threads have waited so far, summed (the waits in
+        progress up to now included)."""
+        now = time.perf_counter()
+        with self._lock:
+            return self._idle_s + sum(now - s for s in self._waiting.values())
+
+    def _wait(self, event_or_put):
+        """Runs `event_or_put` (True when done) every tick until it is done
+        or the backend stops, counted as idle. False: stopped."""
+        me = threading.get_ident()
+        with self._lock:
+            self._waiting[me] = time.perf_counter()
+        try:
+            while not self._stop.is_set():
+                if event_or_put():
+                    return True
+            return False
+        finally:
+            with self._lock:
+                self._idle_s += time.perf_counter() - self._waiting.pop(me)
+
+    def _put(self, item):
+        def put():
+            try:
+                self._queue.put(item, timeout=_TICK_S)
+                return True
+            except queue.Full:
+                return False
+        return self._wait(put)
+
+    def _act(self, index, local):
+        """The thread of actor `index`: acts until the tickets run out or
+        the backend stops; a failure is queued for `collect` to handle."""
+        holding = False  # A ticket taken, its unroll not queued yet.
+        held = None  # The version of the weights `local` holds.
+        try:
+            if not self._wait(lambda: self._have_weights.wait(_TICK_S)):
+                return
+            while self._take_ticket():
+                holding = True
+                version, weights = self._latest
+                if version != held:  # (not local.version: 0 before any)
+                    local.set_weights(weights, version)
+                    held = version
+                unroll = local.collect()
+                holding = False
+                if not self._put(("unroll", index, unroll)):
+                    return
+        except Exception:
+            if holding:
+                with self._lock:  # Its replacement acts the unroll again.
+                    self._tickets += 1
+                    self._acting -= 1
+            self._put(("error", index, traceback.format_exc()))
+        finally:
+            local.close()
+
+    def _get(self):
+        """The next queued item; an `ActorFailure` if every thread has
+        ended with nothing queued (never expected: tickets are counted)."""
+        while True:
+            try:
+                return self._queue.get(timeout=_TICK_S)
+            except queue.Empty:
+                if not any(t.is_alive() for t in self._threads):
+                    raise ActorFailure(
+                        "every actor thread has ended and no unroll is "
+                        "queued (more collects than Config.num_updates?)"
+                    ) from None
+
+    def collect(self):
+        """The oldest queued unroll (waits for one)."""
+        if self._latest is None:
+            raise RuntimeError("set_weights must be called before collect.")
+        while True:
+            kind, index, payload = self._get()
+            if kind == "unroll":
+                with self._lock:
+                    self._acting -= 1
+                self.unrolls_per_actor[index] += 1
+                self._failures.succeeded(index)
+                return payload
+            self._threads[index].join()
+            self._failures.record(index, f"actor thread {index} raised:\n"
+                                  f"{payload}")
+            self._start(index, self.version)
+
+    def close(self):
+        """Stops the threads (each finishes the unroll it is acting) and
+        counts the unrolls dropped."""
+        self._stop.set()
+        for thread in self._threads:
+            if thread is not None:
+                thread.join()
+        with self._lock:
+            self.discarded_unrolls += self._acting
+            self._acting = 0
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
 
 
 class _RemoteActor:
@@ -157,8 +376,7 @@ class _AsyncActors(actor_lib.ActorBackend):
         self.head_sizes = envs.head_sizes(action_space)
         self.version = 0
         self.unrolls_per_actor = [0] * self.num_actors
-        self.restarts_per_actor = [0] * self.num_actors
-        self._failures_in_a_row = [0] * self.num_actors
+        self._failures = _Failures(config)
         self._weights = None
         self._held_versions = [None] * self.num_actors
         # Actor index -> request number, for the actors with an unroll in
@@ -166,6 +384,10 @@ class _AsyncActors(actor_lib.ActorBackend):
         self._in_flight = {}
         self._requests = 0
         self._ready = collections.deque()
+
+    @property
+    def restarts_per_actor(self):
+        return self._failures.restarts
 
     @abc.abstractmethod
     def _submit(self, index, weights, version):
@@ -228,7 +450,7 @@ class _AsyncActors(actor_lib.ActorBackend):
                 continue
             del self._in_flight[index]
             self.unrolls_per_actor[index] += 1
-            self._failures_in_a_row[index] = 0
+            self._failures.succeeded(index)
             self._request(index)
             return unroll
 
@@ -236,16 +458,8 @@ class _AsyncActors(actor_lib.ActorBackend):
         """Starts a new actor `index` with the current weights, or raises
         `ActorFailure` at its `Config.max_actor_failures`-th failure in a
         row."""
-        self._failures_in_a_row[index] += 1
-        if self._failures_in_a_row[index] >= self.config.max_actor_failures:
-            raise ActorFailure(
-                f"actor {index} failed {self._failures_in_a_row[index]} times "
-                f"in a row (Config.max_actor_failures="
-                f"{self.config.max_actor_failures}); the last time:\n{failure}")
-        print(f"actor {index} failed, starting a new one: {failure}",
-              file=sys.stderr)
+        self._failures.record(index, failure)
         self._start(index, self.version)
-        self.restarts_per_actor[index] += 1
         self._held_versions[index] = None
         self._request(index)
 

@@ -12,7 +12,7 @@ import dataclasses
 __all__ = ["BACKENDS", "CORRECTIONS", "Config", "STRATEGIES"]
 
 # `tf_vtrace.agent.backends` implements BACKENDS.
-BACKENDS = ("local", "process", "ray")
+BACKENDS = ("thread", "local", "process", "ray")
 # `tf_vtrace.agent.learner.make_strategy` implements STRATEGIES.
 STRATEGIES = ("none", "mirrored", "multi_worker")
 # `tf_vtrace.agent.corrections` implements CORRECTIONS.
@@ -33,8 +33,10 @@ class Config:
         (`ALE/...` ids need the `atari` extra).
       num_envs: B, environments stepped in sync by the actor.
       unroll_length: T, steps per unroll.
-      policy_lag: How many learner updates the actor's weights are behind the
-        learner's (0: on-policy).
+      policy_lag: How many learner updates the actor's weights are held
+        behind the learner's on top of the lag acting and learning at once
+        gives (an artificial lag for ablations; with ``backend="local"``,
+        the synchronous loop, the lag is exactly this).
       total_env_steps: Stop after this many environment steps (T·B per update).
       learning_rate: Adam's initial step size, decayed linearly to 0.
       entropy_cost: Weight of the entropy bonus.
@@ -53,10 +55,19 @@ class Config:
       seed: Seeds the environments, the action sampling and the weights.
       jit_compile: XLA-compile the learner step.
       checkpoint_every: Learner updates between checkpoints.
-      backend: Where the actors run: ``"local"`` (in this process),
-        ``"process"`` (worker processes) or ``"ray"`` (Ray actors, the `ray`
-        extra); see `tf_vtrace.agent.backends`.
+      backend: Where the actors run: ``"thread"`` (threads of this
+        process acting while the learner learns: the default),
+        ``"local"`` (in this process, in turn with the learner: the
+        synchronous, reproducible loop), ``"process"`` (worker processes)
+        or ``"ray"`` (Ray actors, the `ray` extra); see
+        `tf_vtrace.agent.backends`.
       num_actors: Actors, each stepping `num_envs` envs (1 with ``"local"``).
+      vector_env: What steps the `num_envs` envs: ``"gymnasium"``
+        (`gymnasium.vector.SyncVectorEnv`) or ``"envpool"`` (EnvPool's C++
+        envs, the `envpool` extra; ids it shares with gymnasium, such as
+        CartPole-v1), same unroll contract (`tf_vtrace.agent.envs`).
+      queue_size: Unrolls the ``"thread"`` backend's actors may queue ahead
+        of the learner (they wait while it is full).
       strategy: The learner's `tf.distribute` strategy: ``"none"`` (one
         device), ``"mirrored"`` (`tf.distribute.MirroredStrategy` over this
         host's GPUs, else its logical CPU devices) or ``"multi_worker"``
@@ -90,8 +101,10 @@ class Config:
     seed: int = 0
     jit_compile: bool = True
     checkpoint_every: int = 200
-    backend: str = "local"
+    backend: str = "thread"
     num_actors: int = 1
+    queue_size: int = 1
+    vector_env: str = "gymnasium"
     strategy: str = "none"
     max_nonfinite_updates: int = 10
     max_actor_failures: int = 3
@@ -109,6 +122,7 @@ class Config:
         integer("checkpoint_every", 1)
         integer("seed", 0)
         integer("num_actors", 1)
+        integer("queue_size", 1)
         integer("max_nonfinite_updates", 1)
         integer("max_actor_failures", 1)
         _require(self.backend in BACKENDS, "backend", f"one of {BACKENDS}",
@@ -148,6 +162,10 @@ class Config:
         # checks above do not.
         from tf_vtrace.agent import envs
         envs.check_env_id(self.env_id)
+        _require(self.vector_env in envs.VECTOR_ENVS, "vector_env",
+                 f"one of {envs.VECTOR_ENVS}", self.vector_env)
+        if self.vector_env == "envpool":
+            envs.check_envpool(self.env_id)
 
     @property
     def steps_per_update(self):

@@ -29,7 +29,8 @@ import functools
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["MULTI_DISCRETE_ID", "check_env_id", "env_spaces", "head_sizes",
+__all__ = ["EnvPoolVectorEnv", "MULTI_DISCRETE_ID", "VECTOR_ENVS",
+           "check_env_id", "check_envpool", "env_spaces", "head_sizes",
            "make_env", "make_vector_env", "to_env_actions"]
 
 MULTI_DISCRETE_ID = "tf_vtrace/CartPoleForce-v0"
@@ -169,7 +170,98 @@ def check_env_id(env_id):
                          f"got {observation_space}.")
 
 
-def make_vector_env(env_id, num_envs, seed, max_episode_steps=None):
+VECTOR_ENVS = ("gymnasium", "envpool")
+
+
+class EnvPoolVectorEnv:
+    """EnvPool's C++ vector env behind gymnasium's same-step auto-reset.
+
+    EnvPool resets an env on the step *after* its episode ended (that step
+    ignores the action and returns the first observation with reward 0).
+    Here the ended envs are stepped again at once, alone (EnvPool's
+    ``step(actions, env_id)``), so that `step` returns what a gymnasium
+    vector env with `AutoresetMode.SAME_STEP` does: the next episode's
+    first observation, the ended one's last in ``info["final_obs"]`` (with
+    the mask ``info["_final_obs"]``); the reset step's reward 0 is not a
+    step of either episode and is dropped.
+
+    One difference remains: an episode that terminates on the time limit's
+    step is reported truncated only (EnvPool's own convention: its
+    ``elapsed_step`` reaching the limit wins; gymnasium's TimeLimit reports
+    both, and the unroll contract counts that as terminated), so that step
+    bootstraps from V of its final observation. Rare (CartPole: a fall on
+    exactly step 500), and measured in tests/test_envpool.py.
+
+    Args:
+      env_id: An id that EnvPool and gymnasium both know (`check_envpool`).
+      num_envs: B.
+      seed: Env i is seeded with seed + i (EnvPool's convention).
+      max_episode_steps: Overrides the time limit (None: the env's own).
+    """
+
+    def __init__(self, env_id, num_envs, seed, max_episode_steps=None):
+        envpool = _import_envpool()
+        kwargs = {} if max_episode_steps is None else {
+            "max_episode_steps": max_episode_steps}
+        self._pool = envpool.make(env_id, env_type="gymnasium",
+                                  num_envs=num_envs, seed=seed, **kwargs)
+        self._noop = np.zeros(num_envs, np.int32)
+
+    def reset(self, seed=None):
+        """First observations (EnvPool seeds at `make`: `seed` is ignored)."""
+        observations, _ = self._pool.reset()
+        return observations, {}
+
+    def step(self, actions):
+        observations, rewards, terminated, truncated, _ = self._pool.step(
+            np.asarray(actions))
+        done = terminated | truncated
+        info = {}
+        if done.any():
+            ended = np.flatnonzero(done).astype(np.int32)
+            info = {"final_obs": observations.copy(), "_final_obs": done}
+            first, *_, reset_info = self._pool.step(self._noop[:ended.size],
+                                                    ended)
+            observations = observations.copy()
+            observations[reset_info["env_id"]] = first
+        return observations, rewards.astype(np.float64), terminated, truncated, info
+
+    def close(self):
+        self._pool.close()
+
+
+def _import_envpool():
+    try:
+        import envpool
+    except ImportError as error:
+        raise ImportError(
+            "Config.vector_env='envpool' needs EnvPool: pip install "
+            "'tf-vtrace[envpool]'.") from error
+    return envpool
+
+
+def check_envpool(env_id):
+    """Raises a ValueError naming `Config.vector_env` unless EnvPool has
+    `env_id` with gymnasium's observation and action spaces."""
+    envpool = _import_envpool()
+    if env_id not in envpool.list_all_envs():
+        raise ValueError(
+            f"Config.vector_env: EnvPool has no env {env_id!r} (use "
+            f"vector_env='gymnasium').")
+    spec = envpool.make_spec(env_id)
+    observation_space, action_space = env_spaces(env_id)
+    theirs = spec.observation_space
+    if (theirs.shape != observation_space.shape
+            or theirs.dtype != observation_space.dtype
+            or head_sizes(spec.action_space) != head_sizes(action_space)):
+        raise ValueError(
+            f"Config.vector_env: EnvPool's {env_id!r} has other spaces than "
+            f"gymnasium's ({theirs}, {spec.action_space} vs "
+            f"{observation_space}, {action_space}).")
+
+
+def make_vector_env(env_id, num_envs, seed, max_episode_steps=None,
+                    vector_env="gymnasium"):
     """`num_envs` copies of `env_id` stepped in sync, same-step auto-reset.
 
     Args:
@@ -177,10 +269,15 @@ def make_vector_env(env_id, num_envs, seed, max_episode_steps=None):
       num_envs: B.
       seed: Env i is reset with seed + i.
       max_episode_steps: Overrides the time limit (None: the env's own).
+      vector_env: ``"gymnasium"`` (`gymnasium.vector.SyncVectorEnv`) or
+        ``"envpool"`` (`EnvPoolVectorEnv`, same contract).
 
     Returns:
       `(vector_env, first_observations)`.
     """
+    if vector_env == "envpool":
+        envs = EnvPoolVectorEnv(env_id, num_envs, seed, max_episode_steps)
+        return envs, envs.reset()[0]
     envs = gym.vector.SyncVectorEnv(
         [functools.partial(make_env, env_id, max_episode_steps)] * num_envs,
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)

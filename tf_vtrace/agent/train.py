@@ -1,9 +1,13 @@
 """The training loop: actor → unroll → learner, with the policy lag between.
 
 `train(config, out_dir)` runs ``config.num_updates`` updates. Each one hands
-the actor the learner weights from ``policy_lag`` updates ago
-(`WeightHistory`), collects one unroll of T steps from B envs, and runs one
-learner step on it. It writes into `out_dir`:
+the actors the learner weights from ``policy_lag`` updates ago
+(`WeightHistory`), takes one unroll of T steps from B envs, and runs one
+learner step on it. With the default ``"thread"`` backend (and ``"process"``,
+``"ray"``) the actors act while the learner learns: the unroll was acted
+with the weights the actor had at its start, and its policy lag is measured;
+with ``"local"`` (``--sync``) the actor acts it here, then the learner
+learns (`tf_vtrace.agent.backends`). It writes into `out_dir`:
 
 * ``config.json``, ``episodes.csv``, ``tensorboard/``, ``learning_curve.png``
   (see `tf_vtrace.agent.recording`);
@@ -17,9 +21,11 @@ learner step on it. It writes into `out_dir`:
   non-finite (``skipped_updates``); the actor backend and
   its number of actors, the unrolls each actor gave, the measured policy lag
   (learner version − the unroll's policy version: mean, max and a count per
-  value) and the loop's env steps/s and learner steps/s after the first
+  value), the loop's env steps/s and learner steps/s after the first
   update (which also compiles the learner step and waits for the actors to
-  start).
+  start), the fractions of that time the learner waited for unrolls and the
+  actors for the learner (`_Idle`), and the unrolls dropped at a stop
+  (``discarded_unrolls``).
 
 With ``config.strategy`` other than ``"none"`` the learner's strategy is
 built first, before any TensorFlow op (``"multi_worker"`` fails otherwise).
@@ -77,13 +83,18 @@ def _non_finite(diagnostics):
             if key not in _BOOKKEEPING and not math.isfinite(value)}
 
 
-def actor_learner_step(actor, learner, history):
+def actor_learner_step(actor, learner, history, idle=None):
     """One update: the actor acts with the lagged weights, the learner learns.
+
+    With the synchronous ``"local"`` backend the actor collects the unroll
+    here; with the others it was (mostly) acted while the learner learned
+    on the ones before, and `collect` only takes it.
 
     Args:
       actor: An `ActorBackend`.
       learner: A `Learner`.
       history: The `WeightHistory` of the learner's weights (pushed here).
+      idle: An `_Idle` to add the time spent in `collect` to (or None).
 
     Returns:
       `(unroll, diagnostics)`.
@@ -91,10 +102,58 @@ def actor_learner_step(actor, learner, history):
     version, weights = history.lagged()
     if version != actor.version or learner.version == 0:
         actor.set_weights(weights, version)
+    start = time.perf_counter()
     unroll = actor.collect()
+    if idle is not None:
+        idle.collect_s += time.perf_counter() - start
     diagnostics = learner.step(unroll)
     history.push(learner.version, learner.get_weights())
     return unroll, diagnostics
+
+
+class _Idle:
+    """Seconds the learner waited for unrolls (in `collect`) and the actors
+    waited for the learner, between the end of the first update (`warm`)
+    and the end of the loop (`finish`).
+
+    The synchronous ``"local"`` backend's actor idles while the learner
+    learns (all but its `collect`); the ``"thread"`` backend's threads say
+    how long they waited (`ThreadActors.idle_seconds`, summed over the
+    actors); the process and Ray backends' actor idle time is not measured
+    (None).
+    """
+
+    def __init__(self, config):
+        self.config = config
+        self.collect_s = 0.
+        self.start = self.end = None  # (time, collect_s, actors' idle s)
+
+    def _now(self, actor):
+        actors = getattr(actor, "idle_seconds", None)
+        return (time.time(), self.collect_s, actors() if actors else None)
+
+    def warm(self, actor):
+        if self.start is None:
+            self.start = self._now(actor)
+
+    def finish(self, actor):
+        self.end = self._now(actor)
+
+    def fractions(self):
+        """`learner_idle_fraction`, `actor_idle_fraction` (None without a
+        warm update, or where not measured)."""
+        fractions = {"learner_idle_fraction": None, "actor_idle_fraction": None}
+        if self.start is None or self.end[0] <= self.start[0]:
+            return fractions
+        wall = self.end[0] - self.start[0]
+        learner = (self.end[1] - self.start[1]) / wall
+        fractions["learner_idle_fraction"] = round(learner, 3)
+        if self.config.backend == "local":
+            fractions["actor_idle_fraction"] = round(1. - learner, 3)
+        elif self.end[2] is not None:
+            fractions["actor_idle_fraction"] = round(
+                (self.end[2] - self.start[2]) / (wall * self.config.num_actors), 3)
+        return fractions
 
 
 def _worker_index(strategy):
@@ -234,6 +293,7 @@ class _UpdateLoop:
             {int(k): n for k, n in self.counters.lags.items()})
         self.interrupted, self.stop_signal, self.error = False, None, None
         self.warm_start = self.loop_start = self.loop_end = None
+        self.idle = _Idle(config)
         # The current streak of skipped updates, and what was non-finite.
         self.streak, self.streak_names = 0, set()
 
@@ -269,13 +329,14 @@ class _UpdateLoop:
         """One actor-learner step, recorded, shown and checkpointed."""
         config, learner, counters = self.config, self.learner, self.counters
         unroll, diagnostics = actor_learner_step(self.actor, learner,
-                                                 self.history)
+                                                 self.history, self.idle)
         counters.updates += 1
         counters.env_steps += config.steps_per_update
         self.lags[int(diagnostics["policy_lag"])] += 1
         self._count_skipped(diagnostics)
         self.warm_start = self.warm_start or (
             time.time(), counters.env_steps, counters.updates)
+        self.idle.warm(self.actor)
         elapsed = time.time() - self.loop_start
         rates = {"env_steps_per_s": (counters.env_steps - self.start_steps)
                  / elapsed,
@@ -288,6 +349,7 @@ class _UpdateLoop:
         self.bar.set_postfix(
             {"env/s": f"{rates['env_steps_per_s']:.0f}",
              "learn/s": f"{rates['learner_steps_per_s']:.1f}",
+             "lag": f"{diagnostics['policy_lag']:.0f}",
              "return": f"{self.recorder.mean_return:.1f}"}, refresh=False)
         if counters.updates % config.checkpoint_every == 0:
             self._save()
@@ -335,6 +397,7 @@ class _UpdateLoop:
 
     def _close(self):
         self.loop_end = time.time()
+        self.idle.finish(self.actor)
         self.bar.close()
         self._save()
         self.recorder.close()
@@ -354,9 +417,11 @@ class _UpdateLoop:
             "resumed_at_update": self.start if self.resumed else None,
             "unrolls_per_actor": self._unrolls(),
             "actor_restarts": sum(restarts), "restarts_per_actor": restarts,
+            "discarded_unrolls": getattr(self.actor, "discarded_unrolls", 0),
             **_lag_summary(self.lags),
             **_warm_rates(self.warm_start, self.loop_end, counters.env_steps,
                           counters.updates),
+            **self.idle.fractions(),
         }
 
 

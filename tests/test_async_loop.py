@@ -1,0 +1,199 @@
+"""The asynchronous default: `ThreadActors` act in real threads while the
+learner learns. Their unrolls are `LocalActor`'s (same seeds, same
+contract); a bounded queue; exactly the updates' unrolls are acted, so the
+end of a run leaves none behind and a stop counts the dropped ones; a
+raising actor is replaced, too many failures stop the run with the
+checkpoint, policy and summary written; nothing deadlocks. (Ctrl-C,
+SIGTERM and SIGKILL + resume of the default backend: test_agent_pipeline.)"""
+import json
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from tolerances import POLL_TIMEOUT_S
+
+from tf_vtrace.agent import __main__ as cli
+from tf_vtrace.agent import actor, backends
+from tf_vtrace.agent import train as train_lib
+from tf_vtrace.agent.config import Config
+
+SMALL = Config(num_envs=3, unroll_length=5, jit_compile=False,
+               total_env_steps=15 * 6)
+
+# Each env instance raises from its step FAIL_AT_STEP[0] on (counted over
+# resets).
+RAISING_ENV_ID = "tf_vtrace_test/CartPoleRaises-v0"
+FAIL_AT_STEP = [12]
+
+
+class RaisesAtStep(gym.Wrapper):
+    def __init__(self, env):
+        super().__init__(env)
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps >= FAIL_AT_STEP[0]:
+            raise RuntimeError(f"boom at step {self.steps}")
+        return self.env.step(action)
+
+
+if RAISING_ENV_ID not in gym.registry:
+    gym.register(RAISING_ENV_ID, max_episode_steps=500,
+                 entry_point=lambda **kw: RaisesAtStep(
+                     gym.make("CartPole-v1", **kw).unwrapped))
+
+
+def _weights(config):
+    return actor.LocalActor(config.replace(backend="local", num_actors=1)
+                            ).model.get_weights()
+
+
+def _wait_until(condition, what):
+    deadline = time.time() + POLL_TIMEOUT_S
+    while not condition():
+        assert time.time() < deadline, f"{what} within {POLL_TIMEOUT_S} s"
+        time.sleep(0.02)
+
+
+def test_thread_actor_gives_the_local_actors_unrolls():
+    """One thread with fixed weights acts exactly the unrolls a `LocalActor`
+    of the same seed acts, in order: same keys, shapes, dtypes and values;
+    each carries the version of the weights it was acted with."""
+    # Weights of another seed than the actors' own initial ones: version 0
+    # must still be set (a thread that compared with its actor's version,
+    # 0 before any weights, kept its own).
+    weights = _weights(SMALL.replace(seed=9))
+    local = actor.LocalActor(SMALL.replace(backend="local"))
+    local.set_weights(weights, 0)
+    threads = backends.make_actors(SMALL)
+    assert isinstance(threads, backends.ThreadActors)
+    try:
+        threads.set_weights(weights, 0)
+        for _ in range(3):
+            theirs, ours = threads.collect(), local.collect()
+            assert set(theirs) == set(actor.UNROLL_KEYS) == set(ours)
+            for key in actor.UNROLL_KEYS:
+                assert np.asarray(theirs[key]).dtype == np.asarray(ours[key]).dtype
+                np.testing.assert_array_equal(theirs[key], ours[key], err_msg=key)
+            assert int(theirs["policy_version"]) == 0
+    finally:
+        threads.close()
+        local.close()
+
+
+def test_actors_run_ahead_by_the_queue_and_act_exactly_the_updates():
+    """Not collected from, one actor fills the queue (`queue_size` 2), acts
+    one more and then waits, idle; collected from, it acts the run's 6
+    updates' unrolls from update 2 on (4) and no more: a fifth collect
+    fails at once instead of hanging, nothing is left to drop."""
+    config = SMALL.replace(queue_size=2)
+    actors = backends.ThreadActors(config, start_update=2)
+    try:
+        actors.set_weights(_weights(config), 2)
+        _wait_until(lambda: actors._queue.full(), "a full queue")
+        idle = actors.idle_seconds()
+        time.sleep(0.5)
+        assert actors.idle_seconds() - idle > 0.4  # waiting on the full queue
+        assert actors._acting == 3  # 2 queued, 1 in hand
+        for _ in range(4):
+            assert actors.collect()["observations"].shape == (6, 3, 4)
+        assert actors.unrolls_per_actor == [4]
+        with pytest.raises(backends.ActorFailure, match="every actor thread"):
+            actors.collect()
+    finally:
+        actors.close()
+    assert actors.discarded_unrolls == 0
+    assert not any(t.is_alive() for t in actors._threads)
+
+
+def test_close_stops_acting_threads_and_counts_what_it_drops():
+    """`close` while the threads act and wait on the full queue returns
+    promptly (no deadlock), with the queued and half-acted unrolls counted
+    as dropped."""
+    config = SMALL.replace(num_actors=2, total_env_steps=15 * 1000)
+    actors = backends.make_actors(config)
+    actors.set_weights(_weights(config), 0)
+    actors.collect()
+    _wait_until(lambda: actors._queue.full(), "a full queue")
+    start = time.time()
+    actors.close()
+    assert time.time() - start < 30
+    assert not any(t.is_alive() for t in actors._threads)
+    # The queued one and one in the hands of each actor.
+    assert 1 <= actors.discarded_unrolls <= 3
+
+
+def test_a_raising_actor_thread_is_replaced_then_stops_the_run():
+    """Every env raises on its 12th step: the actor gives two unrolls of 5
+    steps, then fails; with max_actor_failures 2 it is replaced (acting
+    the current weights) and the run goes on. Then every step raises: two
+    failures in a row raise `ActorFailure` with the traceback."""
+    config = Config(env_id=RAISING_ENV_ID, num_envs=2, unroll_length=5,
+                    jit_compile=False, max_actor_failures=2,
+                    total_env_steps=10 * 100)
+    weights = _weights(config.replace(env_id="CartPole-v1"))
+    actors = backends.make_actors(config)
+    try:
+        actors.set_weights(weights, 0)
+        actors.collect(), actors.collect()
+        actors.set_weights(weights, 5)
+        unroll = actors.collect()  # after the first failure
+        assert actors.restarts_per_actor == [1]
+        assert int(unroll["policy_version"]) == 5
+        FAIL_AT_STEP[0] = 1
+        with pytest.raises(backends.ActorFailure,
+                           match=r"(?s)actor 0 failed 2 times in a row.*"
+                                 r"max_actor_failures=2.*RuntimeError: boom"):
+            for _ in range(2):  # one unroll acted before may come first
+                actors.collect()
+        assert actors.restarts_per_actor == [2]
+    finally:
+        FAIL_AT_STEP[0] = 12
+        actors.close()
+    assert not any(t.is_alive() for t in actors._threads)
+
+
+def test_a_run_whose_actor_keeps_failing_writes_everything(tmp_path):
+    """`train` with an actor that fails at once on every replacement too:
+    `ActorFailure` after the checkpoint, the policy and the summary."""
+    config = Config(env_id=RAISING_ENV_ID, num_envs=2, unroll_length=5,
+                    jit_compile=False, max_actor_failures=1,
+                    total_env_steps=10 * 100)
+    with pytest.raises(backends.ActorFailure, match="boom at step 12"):
+        train_lib.train(config, str(tmp_path), progress=False)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["learner_updates"] == 2 and summary["backend"] == "thread"
+    assert "boom" in summary["error"]
+    assert (tmp_path / "policy" / "saved_model.pb").exists()
+
+
+def test_async_run_learns_on_every_unroll_and_reports_lag_and_idle(tmp_path):
+    """A finished run of the default backend: one unroll per update, none
+    dropped; lags counted for each, at least one above 0 (acting
+    overlapped learning: with the synchronous loop every lag is 0 here);
+    both idle fractions measured, in [0, 1]."""
+    config = SMALL.replace(total_env_steps=15 * 30)
+    summary = train_lib.train(config, str(tmp_path), progress=False)
+    assert summary["backend"] == "thread" and summary["learner_updates"] == 30
+    assert summary["unrolls_per_actor"] == [30]
+    assert summary["discarded_unrolls"] == 0
+    counts = {int(k): n for k, n in summary["policy_lag_counts"].items()}
+    assert sum(counts.values()) == 30 and max(counts) >= 1
+    assert max(counts) <= config.queue_size + 1
+    for key in ("learner_idle_fraction", "actor_idle_fraction"):
+        assert 0 <= summary[key] <= 1, key
+    sync = train_lib.train(config.replace(backend="local"),
+                           str(tmp_path / "sync"), progress=False)
+    assert sync["policy_lag_counts"] == {"0": 30}
+    assert sync["learner_idle_fraction"] + sync["actor_idle_fraction"] == \
+        pytest.approx(1, abs=1e-3)
+
+
+def test_sync_flag_is_the_local_backend():
+    parser, _ = cli._parser()
+    assert parser.parse_args(["train", "--out", "x"]).backend == "thread"
+    assert parser.parse_args(["train", "--out", "x", "--sync"]).backend == "local"
+    with pytest.raises(ValueError, match=r"Config\.queue_size"):
+        Config(queue_size=0)
