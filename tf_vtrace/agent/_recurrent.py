@@ -1,0 +1,121 @@
+"""The recurrent core: an LSTM between the torso and the heads.
+
+The network is one functional `keras.Model` of one time step,
+``[observations [N, ...], core_state [N, 2, S]] → [logits, value,
+core_state']``, the core state being the LSTM's (h, c) stacked on axis 1.
+The actor calls it once per env step; the learner replays an unroll with
+`unroll`, step by step from the unroll's ``initial_core_state``, zeroing the
+state where an episode starts (the step after terminated | truncated), as
+the actor did: the same weights give the actor's logits back.
+"""
+
+import math
+
+import keras
+import tensorflow as tf
+
+__all__ = ["CORE_STATE_KEY", "core_state_shape", "is_recurrent",
+           "lstm_network", "unroll"]
+
+# The unroll key of the core state at the unroll's first step, [B, 2, S].
+CORE_STATE_KEY = "initial_core_state"
+
+
+def lstm_network(observation_shape, head_sizes, hidden_sizes, core_size,
+                 dense, outputs):
+    """Torso (tanh layers of `hidden_sizes`), an LSTM of `core_size` units,
+    then the policy and value heads, both on the LSTM's output.
+
+    Args:
+      observation_shape: The shape of one observation.
+      head_sizes: Actions per head.
+      hidden_sizes: Widths of the torso's layers.
+      core_size: S, the LSTM's units.
+      dense, outputs: The feed-forward networks' layer helpers (one
+        initialization for both kinds).
+
+    Returns:
+      A `keras.Model` [observations, core_state] → [logits, value, core_state'].
+    """
+    observations = keras.Input(observation_shape, name="observations")
+    state = keras.Input((2, core_size), name="core_state")
+    hidden = keras.layers.Flatten()(observations)
+    for i, width in enumerate(hidden_sizes):
+        hidden = dense(width, math.sqrt(2), "tanh", name=f"torso_{i}")(hidden)
+    h, c = keras.layers.Lambda(lambda s: tf.unstack(s, 2, axis=1),
+                               name="split_state")(state)
+    cell = keras.layers.LSTMCell(core_size, name="lstm")
+    output, (h, c) = cell(hidden, [h, c])
+    new_state = keras.layers.Lambda(lambda hc: tf.stack(hc, axis=1),
+                                    name="core_state_out")([h, c])
+    logits, value = outputs(output, output, sum(head_sizes))
+    return keras.Model([observations, state], [logits, value, new_state],
+                       name="lstm")
+
+
+def is_recurrent(model):
+    """Whether `model` takes a core state (a list of two inputs)."""
+    return isinstance(model.input, (list, tuple)) and len(model.input) == 2
+
+
+def core_state_shape(model):
+    """(2, S): one env's core state."""
+    return tuple(int(d) for d in model.input[1].shape[1:])
+
+
+def _merge_time_and_batch(x):
+    """[T, B, ...] → [T·B, ...]."""
+    return tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))
+
+
+def reset(state, episode_start):
+    """The state with the envs where `episode_start` ([B] bool) zeroed."""
+    keep = tf.cast(tf.logical_not(episode_start), state.dtype)
+    return state * keep[:, None, None]
+
+
+def unroll(model, observations, done, initial_state, final_observations=None,
+           truncated=None, training=True):
+    """The model over T + 1 time steps of B envs, as the actor ran it.
+
+    Step 0 starts from `initial_state`; step t > 0 from step t − 1's state,
+    zeroed for the envs whose episode ended at t − 1 (`done`, [T, B] bool:
+    terminated | truncated).
+
+    Args:
+      model: An `lstm_network`.
+      observations: [T + 1, B, ...].
+      done: [T, B] bool.
+      initial_state: [B, 2, S].
+      final_observations: [T, B, ...] or None; with `truncated` ([T, B]
+        bool): also V of the final observations, each from the state after
+        its step (before the reset), computed only if any step truncated.
+      training: Passed to the model.
+
+    Returns:
+      `(logits [T + 1, B, ΣA], values [T + 1, B], truncation_values [T, B]
+      or None)`.
+    """
+    observations, done, state = (tf.convert_to_tensor(x) for x in
+                                 (observations, done, initial_state))
+    T = done.shape[0]
+    logits, values, states_after = [], [], []
+    for t in range(T + 1):
+        if t > 0:
+            state = reset(state, done[t - 1])
+        step_logits, step_value, state = model([observations[t], state],
+                                               training=training)
+        logits.append(step_logits)
+        values.append(step_value)
+        states_after.append(state)
+    truncation_values = None
+    if final_observations is not None:
+        def final_values():
+            _, v, _ = model([_merge_time_and_batch(final_observations),
+                             _merge_time_and_batch(tf.stack(states_after[:T]))],
+                            training=training)
+            return tf.stop_gradient(tf.reshape(v, tf.shape(done)))
+        truncation_values = tf.cond(
+            tf.reduce_any(truncated), final_values,
+            lambda: tf.zeros(tf.shape(done), values[0].dtype))
+    return tf.stack(logits), tf.stack(values), truncation_values
