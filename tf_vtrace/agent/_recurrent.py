@@ -38,19 +38,42 @@ def lstm_network(observation_shape, head_sizes, hidden_sizes, core_size,
       A `keras.Model` [observations, core_state] → [logits, value, core_state'].
     """
     observations = keras.Input(observation_shape, name="observations")
-    state = keras.Input((2, core_size), name="core_state")
     hidden = keras.layers.Flatten()(observations)
     for i, width in enumerate(hidden_sizes):
         hidden = dense(width, math.sqrt(2), "tanh", name=f"torso_{i}")(hidden)
-    h, c = keras.layers.Lambda(lambda s: tf.unstack(s, 2, axis=1),
-                               name="split_state")(state)
-    cell = keras.layers.LSTMCell(core_size, name="lstm")
-    output, (h, c) = cell(hidden, [h, c])
-    new_state = keras.layers.Lambda(lambda hc: tf.stack(hc, axis=1),
-                                    name="core_state_out")([h, c])
-    logits, value = outputs(output, output, sum(head_sizes))
+    torso = keras.Model(observations, hidden, name="torso")
+    core_output = keras.Input((core_size,), name="core_output")
+    heads = keras.Model(core_output,
+                        outputs(core_output, core_output, sum(head_sizes)),
+                        name="heads")
+    # The one-step model of the actor and the export, built of the three
+    # parts that `unroll` applies to whole unrolls (torso, heads) or step by
+    # step (the cell).
+    observations = keras.Input(observation_shape, name="observations")
+    state = keras.Input((2, core_size), name="core_state")
+    output, new_state = _Core(core_size, name="core")(torso(observations), state)
+    logits, value = heads(output)
     return keras.Model([observations, state], [logits, value, new_state],
                        name="lstm")
+
+
+class _Core(keras.layers.Layer):
+    """An `LSTMCell` on a state stacked as [N, 2, S] (h, c)."""
+
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.cell = keras.layers.LSTMCell(units, name="lstm")
+
+    def build(self, features_shape, state_shape=None):
+        self.cell.build(features_shape)
+
+    def call(self, features, state):
+        output, (h, c) = self.cell(features, [state[:, 0], state[:, 1]])
+        return output, tf.stack([h, c], axis=1)
+
+    def compute_output_shape(self, features_shape, state_shape):
+        return (features_shape[0], self.units), state_shape
 
 
 def is_recurrent(model):
@@ -99,15 +122,24 @@ def unroll(model, observations, done, initial_state, final_observations=None,
     observations, done, state = (tf.convert_to_tensor(x) for x in
                                  (observations, done, initial_state))
     T = done.shape[0]
-    logits, values, states_after = [], [], []
+    torso, core, heads = (model.get_layer(name)
+                          for name in ("torso", "core", "heads"))
+    # The torso and the heads see every step at once; only the core steps.
+    features = tf.reshape(
+        torso(_merge_time_and_batch(observations), training=training),
+        tf.concat([tf.shape(observations)[:2], [-1]], 0))
+    outputs, states_after = [], []
     for t in range(T + 1):
         if t > 0:
             state = reset(state, done[t - 1])
-        step_logits, step_value, state = model([observations[t], state],
-                                               training=training)
-        logits.append(step_logits)
-        values.append(step_value)
+        output, state = core(features[t], state, training=training)
+        outputs.append(output)
         states_after.append(state)
+    logits, values = heads(_merge_time_and_batch(tf.stack(outputs)),
+                           training=training)
+    shape = tf.shape(done) + tf.constant([1, 0])  # [T + 1, B]
+    logits = tf.reshape(logits, tf.concat([shape, [-1]], 0))
+    values = tf.reshape(values, shape)
     truncation_values = None
     if final_observations is not None:
         def final_values():
@@ -117,5 +149,5 @@ def unroll(model, observations, done, initial_state, final_observations=None,
             return tf.stop_gradient(tf.reshape(v, tf.shape(done)))
         truncation_values = tf.cond(
             tf.reduce_any(truncated), final_values,
-            lambda: tf.zeros(tf.shape(done), values[0].dtype))
-    return tf.stack(logits), tf.stack(values), truncation_values
+            lambda: tf.zeros(tf.shape(done), values.dtype))
+    return logits, values, truncation_values
