@@ -58,19 +58,42 @@ def lstm_network(observation_shape, head_sizes, hidden_sizes, core_size,
 
 
 class _Core(keras.layers.Layer):
-    """An `LSTMCell` on a state stacked as [N, 2, S] (h, c)."""
+    """An LSTM cell (Keras' `LSTMCell` equations and initializers: i, f, g,
+    o gates, forget-gate bias 1) on a state stacked as [N, 2, S] (h, c).
+
+    Split in two so that the learner projects the inputs of a whole unroll
+    at once (`project`) and only the recurrent part steps (`step`); the
+    actor's one-step call is the same two functions."""
 
     def __init__(self, units, **kwargs):
         super().__init__(**kwargs)
         self.units = units
-        self.cell = keras.layers.LSTMCell(units, name="lstm")
 
     def build(self, features_shape, state_shape=None):
-        self.cell.build(features_shape)
+        S = self.units
+        self.kernel = self.add_weight(
+            (features_shape[-1], 4 * S), "glorot_uniform", name="kernel")
+        self.recurrent_kernel = self.add_weight(
+            (S, 4 * S), "orthogonal", name="recurrent_kernel")
+        self.bias = self.add_weight(
+            (4 * S,), keras.initializers.Constant(
+                [0.] * S + [1.] * S + [0.] * (2 * S)), name="bias")
+
+    def project(self, features):
+        """x W + b, [..., 4S]."""
+        return tf.matmul(features, self.kernel) + self.bias
+
+    def step(self, projected, state):
+        """(h', (h', c') stacked) from the projected input and (h, c)."""
+        h, c = state[:, 0], state[:, 1]
+        z = projected + tf.matmul(h, self.recurrent_kernel)
+        i, f, g, o = tf.split(z, 4, axis=-1)
+        c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+        h = tf.sigmoid(o) * tf.tanh(c)
+        return h, tf.stack([h, c], axis=1)
 
     def call(self, features, state):
-        output, (h, c) = self.cell(features, [state[:, 0], state[:, 1]])
-        return output, tf.stack([h, c], axis=1)
+        return self.step(self.project(features), state)
 
     def compute_output_shape(self, features_shape, state_shape):
         return (features_shape[0], self.units), state_shape
@@ -124,15 +147,17 @@ def unroll(model, observations, done, initial_state, final_observations=None,
     T = done.shape[0]
     torso, core, heads = (model.get_layer(name)
                           for name in ("torso", "core", "heads"))
-    # The torso and the heads see every step at once; only the core steps.
-    features = tf.reshape(
-        torso(_merge_time_and_batch(observations), training=training),
+    # The torso, the core's input projection and the heads see every step
+    # at once; only the recurrent part steps.
+    projected = tf.reshape(
+        core.project(torso(_merge_time_and_batch(observations),
+                           training=training)),
         tf.concat([tf.shape(observations)[:2], [-1]], 0))
     outputs, states_after = [], []
     for t in range(T + 1):
         if t > 0:
             state = reset(state, done[t - 1])
-        output, state = core(features[t], state, training=training)
+        output, state = core.step(projected[t], state)
         outputs.append(output)
         states_after.append(state)
     logits, values = heads(_merge_time_and_batch(tf.stack(outputs)),

@@ -11,6 +11,7 @@ inside each checkpoint, in one string variable, so it is saved and restored
 with the weights or not at all.
 """
 
+import dataclasses
 import glob
 import io
 import json
@@ -72,6 +73,11 @@ def _check_same_config(config, config_path):
         saved = json.load(handle)
     current = json.loads(json.dumps(config.to_dict()))  # tuples as lists
     missing = "(absent)"
+    # A field added to Config after the run was written (e.g. ``core``) is
+    # the same as before when it has its default value.
+    for field in dataclasses.fields(config):
+        if field.name not in saved and field.default is not dataclasses.MISSING:
+            saved[field.name] = json.loads(json.dumps(field.default))
     differing = [f"{key}: {saved.get(key, missing)!r} there, "
                  f"{current.get(key, missing)!r} now"
                  for key in sorted(set(saved) | set(current))
