@@ -12,7 +12,7 @@ RAY_STAMP := $(VENV)/.installed-ray
 ENVPOOL_STAMP := $(VENV)/.installed-envpool
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv venv-demo venv-ray venv-envpool demo demo-ray demo-eval learn-full ablation lag-benchmark lag-benchmark-full lint test test-slow docs bench bench-agent bench-core bench-scan bench-actors clean
+.PHONY: venv venv-demo venv-ray venv-envpool demo demo-ray demo-eval learn-full ablation lag-benchmark lag-benchmark-full stateless-benchmark bench-recurrent lint test test-slow docs bench bench-agent bench-core bench-scan bench-actors clean
 
 venv: $(STAMP)
 venv-demo: $(DEMO_STAMP)
@@ -84,6 +84,15 @@ lag-benchmark-full: venv
 	$(PY) -m benchmarks.learning.lag_benchmark full
 
 # The linter (ruff.toml) first: a lint error fails `make test` and so CI.
+# LSTM against MLP on tf_vtrace/StatelessCartPole-v0, 3 seeds × 1M env steps
+# (issue 22; CPU-heavy: hours on 2 cores).
+stateless-benchmark: venv
+	$(PY) -m benchmarks.learning.stateless_cartpole --seeds 0 1 2 --steps 1000000
+
+# The recurrent learner step against the feed-forward one (32 envs × 20 steps).
+bench-recurrent: venv
+	$(PY) -m benchmarks.experiments.recurrent_learner_step
+
 lint: venv
 	$(VENV)/bin/ruff check .
 

@@ -173,19 +173,33 @@ class _PolicyModule(tf.Module):
         self.metadata = tf.Variable(json.dumps(metadata), trainable=False,
                                     name="metadata")
         self._head_sizes = tuple(head_sizes)
-        spec = tf.TensorSpec([None] + list(model.input_shape[1:]), tf.float32,
-                             name="observations")
-        self.act = tf.function(self._act, input_signature=[spec])
+        # A recurrent model (`tf_vtrace.agent._recurrent`) takes
+        # [observations, core_state]: act takes and returns the state too.
+        self._recurrent = isinstance(model.input, (list, tuple))
+        inputs = model.input if self._recurrent else [model.input]
+        specs = [tf.TensorSpec([None] + list(x.shape[1:]), tf.float32,
+                               name=name)
+                 for x, name in zip(inputs, ("observations", "core_state"))]
+        if self._recurrent:
+            self.core_state_shape = tf.Variable(
+                specs[1].shape[1:], trainable=False, dtype=tf.int32,
+                name="core_state_shape")
+        self.act = tf.function(self._act, input_signature=specs)
 
-    def _act(self, observations):
-        logits, value = self.model(observations, training=False)
+    def _act(self, observations, core_state=None):
+        extra = {}
+        if self._recurrent:
+            logits, value, extra["core_state"] = self.model(
+                [observations, core_state], training=False)
+        else:
+            logits, value = self.model(observations, training=False)
         heads = split_heads(logits, self._head_sizes)
         greedy = [tf.argmax(h, axis=-1, output_type=tf.int32) for h in heads]
         sampled = [tf.random.categorical(h, 1, dtype=tf.int32)[:, 0]
                    for h in heads]
-        return {"logits": logits, "value": value,
-                "greedy_action": tf.stack(greedy, axis=-1),
-                "sampled_action": tf.stack(sampled, axis=-1)}
+        return dict(extra, logits=logits, value=value,
+                    greedy_action=tf.stack(greedy, axis=-1),
+                    sampled_action=tf.stack(sampled, axis=-1))
 
 
 def export_policy(model, path, head_sizes=None, metadata=None):
@@ -198,6 +212,13 @@ def export_policy(model, path, head_sizes=None, metadata=None):
     the ``serving_default`` signature. Reload with `tf.saved_model.load(path)`
     (tf_vtrace not needed); the loaded object has ``act``, ``head_sizes`` and
     ``metadata`` (a JSON string variable).
+
+    A recurrent model (inputs ``[observations, core_state]``, outputs
+    ``[logits, value, core_state']``, `tf_vtrace.agent.networks.lstm`) gives
+    ``act(observations, core_state)``, which also returns ``core_state``
+    (after this step); the loaded object has ``core_state_shape`` (one
+    env's, e.g. [2, S]). Start each episode from zeros of that shape and
+    feed back the returned state.
 
     Args:
       model: A Keras model mapping observations [N, ...] to
@@ -223,7 +244,7 @@ def export_policy(model, path, head_sizes=None, metadata=None):
       >>> out["greedy_action"].shape, out["value"].shape
       (TensorShape([3, 1]), TensorShape([3]))
     """
-    num_logits = int(model.output_shape[0][-1])
+    num_logits = int(model.outputs[0].shape[-1])
     head_sizes = (num_logits,) if head_sizes is None else tuple(
         int(h) for h in head_sizes)
     if sum(head_sizes) != num_logits:

@@ -71,8 +71,8 @@ def _check_same_config(config, config_path):
     with open(config_path) as handle:
         saved = json.load(handle)
     current = json.loads(json.dumps(config.to_dict()))  # tuples as lists
-    # A field added after the run was written ran at its default then
-    # (Config.queue_size, Config.vector_env: the behaviour before them).
+    # A field added to Config after the run was written ran at its default
+    # then (queue_size, vector_env, core: the behaviour before them).
     defaults = json.loads(json.dumps(type(config)().to_dict()))
     saved = {**{k: defaults[k] for k in current if k not in saved}, **saved}
     missing = "(absent)"

@@ -23,6 +23,10 @@ stand behind the same contract:
   ``policy_version``     [] int64          learner updates behind the weights
   ``episode_returns``    [n] f32           episodes finished in this unroll
   ``episode_lengths``    [n] int64
+  ``initial_core_state`` [B, 2, S] f32     recurrent networks only (``Config.
+                                           core``): each env's core state
+                                           before step 0 (already zeroed
+                                           where an episode starts there)
   ====================== ================= =====================================
 
   With same-step auto-reset, x_{t+1} after an episode end is the next
@@ -38,8 +42,8 @@ import abc
 import numpy as np
 import tensorflow as tf
 
+from tf_vtrace.agent import _recurrent, networks
 from tf_vtrace.agent import envs as envs_lib
-from tf_vtrace.agent import networks
 
 __all__ = ["ActorBackend", "LocalActor", "UNROLL_KEYS", "actor_seed",
            "sample_actions"]
@@ -145,6 +149,9 @@ def _concrete_policy(model, observation_space, jit_compile):
     """
     signature = tf.TensorSpec((None,) + tuple(observation_space.shape),
                               observation_space.dtype)
+    if _recurrent.is_recurrent(model):  # [observations, core state]
+        signature = [signature, tf.TensorSpec(
+            (None,) + _recurrent.core_state_shape(model), tf.float32)]
     return tf.function(model, autograph=False, jit_compile=jit_compile,
                        input_signature=[signature]).get_concrete_function()
 
@@ -169,8 +176,14 @@ class LocalActor(ActorBackend):
         observation_space, action_space = envs_lib.env_spaces(config.env_id)
         self.action_space = action_space
         self.head_sizes = envs_lib.head_sizes(action_space)
-        self.model = networks.build_network(observation_space, self.head_sizes,
-                                            config.hidden_sizes)
+        self.model = networks.build_network(
+            observation_space, self.head_sizes, config.hidden_sizes,
+            core=config.core, core_size=config.core_size)
+        self.recurrent = _recurrent.is_recurrent(self.model)
+        # Each env's core state, carried across steps and unrolls.
+        self._core_state = (np.zeros(
+            (config.num_envs,) + _recurrent.core_state_shape(self.model),
+            np.float32) if self.recurrent else None)
         self._policy = _concrete_policy(self.model, observation_space,
                                         config.jit_compile)
         self._rng = np.random.default_rng(seed)
@@ -181,9 +194,16 @@ class LocalActor(ActorBackend):
         self.model.set_weights(weights)
         self.version = int(version)
 
-    def _logits_and_values(self, observations):
-        logits, values = self._policy(tf.convert_to_tensor(observations))
-        return logits.numpy(), values.numpy()
+    def _logits_and_values(self, observations, core_state=None):
+        """Numpy logits, values (and the core state after the step, for a
+        recurrent network, from `core_state`)."""
+        observations = tf.convert_to_tensor(observations)
+        if not self.recurrent:
+            logits, values = self._policy(observations)
+            return logits.numpy(), values.numpy(), None
+        logits, values, state = self._policy(
+            [observations, tf.convert_to_tensor(core_state)])
+        return logits.numpy(), values.numpy(), state.numpy()
 
     def collect(self):
         T, B = self.config.unroll_length, self.config.num_envs
@@ -196,8 +216,11 @@ class LocalActor(ActorBackend):
         rewards, truncation_values = (np.zeros((T, B), np.float32)
                                       for _ in range(2))
         terminated, truncated = (np.zeros((T, B), bool) for _ in range(2))
+        initial_core_state = (None if self._core_state is None
+                              else self._core_state.copy())
         for t in range(T):
-            logits[t], _ = self._logits_and_values(observations[t])
+            logits[t], _, state_after = self._logits_and_values(
+                observations[t], self._core_state)
             actions[t] = sample_actions(logits[t], self.head_sizes, self._rng)
             next_obs, reward, term, trunc, info = self.envs.step(
                 envs_lib.to_env_actions(actions[t], self.action_space))
@@ -207,14 +230,21 @@ class LocalActor(ActorBackend):
             rewards[t], terminated[t] = reward, term
             truncated[t] = trunc & ~term
             if truncated[t].any():
-                _, final_values = self._logits_and_values(final_observations[t])
+                # V of the ended episode's last observation, from the state
+                # of that episode.
+                _, final_values, _ = self._logits_and_values(
+                    final_observations[t], state_after)
                 truncation_values[t] = np.where(truncated[t], final_values, 0.)
+            if self.recurrent:
+                # The next observation starts a new episode where this one
+                # ended: its state starts from zeros.
+                self._core_state = state_after * ~(term | trunc)[:, None, None]
         self._observations = observations[T].copy()
         if self.config.reward_clip is not None:
             rewards = np.clip(rewards, -self.config.reward_clip,
                               self.config.reward_clip)
         episode_returns, episode_lengths = self._episodes.pop()
-        return {
+        unroll = {
             "observations": observations, "actions": actions,
             "behaviour_logits": logits, "rewards": rewards,
             "discounts": (self.config.discount * ~terminated).astype(np.float32),
@@ -225,6 +255,9 @@ class LocalActor(ActorBackend):
             "episode_returns": episode_returns,
             "episode_lengths": episode_lengths,
         }
+        if self.recurrent:
+            unroll[_recurrent.CORE_STATE_KEY] = initial_core_state
+        return unroll
 
     def close(self):
         self.envs.close()

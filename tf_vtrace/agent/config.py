@@ -9,7 +9,7 @@ multi-discrete actions only).
 
 import dataclasses
 
-__all__ = ["BACKENDS", "CORRECTIONS", "Config", "STRATEGIES"]
+__all__ = ["BACKENDS", "CORES", "CORRECTIONS", "Config", "STRATEGIES"]
 
 # `tf_vtrace.agent.backends` implements BACKENDS.
 BACKENDS = ("thread", "local", "process", "ray")
@@ -17,6 +17,8 @@ BACKENDS = ("thread", "local", "process", "ray")
 STRATEGIES = ("none", "mirrored", "multi_worker")
 # `tf_vtrace.agent.corrections` implements CORRECTIONS.
 CORRECTIONS = ("vtrace", "none", "is1", "epsilon")
+# `tf_vtrace.agent.networks.build_network` implements CORES.
+CORES = ("none", "lstm")
 
 
 def _require(condition, field, expected, value):
@@ -49,7 +51,12 @@ class Config:
         (1-step importance sampling) or ``"epsilon"`` (ε-correction); see
         `tf_vtrace.agent.corrections`. True and False are kept as aliases
         of ``"vtrace"`` and ``"none"`` (the field was a bool).
-      hidden_sizes: Widths of the MLP towers (vector observations).
+      hidden_sizes: Widths of the MLP towers (vector observations), or of
+        the torso before the LSTM.
+      core: ``"none"`` (feed-forward) or ``"lstm"``: an LSTM between the
+        torso and the heads, its state carried by the actor and replayed by
+        the learner (`tf_vtrace.agent._recurrent`; vector observations).
+      core_size: The LSTM's units.
       max_episode_steps: Override the env's time limit (None: its own).
       reward_clip: Clip rewards to ±reward_clip (None: no clipping).
       seed: Seeds the environments, the action sampling and the weights.
@@ -96,6 +103,8 @@ class Config:
     max_grad_norm: float = 0.5
     correction: str = "vtrace"
     hidden_sizes: tuple = (64, 64)
+    core: str = "none"
+    core_size: int = 64
     max_episode_steps: int = None
     reward_clip: float = None
     seed: int = 0
@@ -125,6 +134,8 @@ class Config:
         integer("queue_size", 1)
         integer("max_nonfinite_updates", 1)
         integer("max_actor_failures", 1)
+        integer("core_size", 1)
+        _require(self.core in CORES, "core", f"one of {CORES}", self.core)
         _require(self.backend in BACKENDS, "backend", f"one of {BACKENDS}",
                  self.backend)
         _require(self.backend != "local" or self.num_actors == 1, "num_actors",

@@ -6,13 +6,16 @@ returned is already the next episode's first one and the finished episode's
 last observation comes in ``info["final_obs"]``. That final observation is
 what a time-limit truncation must bootstrap from.
 
-Three kinds of environment, chosen by id:
+Kinds of environment, chosen by id:
 
 * any registered gymnasium env with a `Discrete` action space (CartPole-v1,
   Acrobot-v1, ...), one action head;
 * ``tf_vtrace/CartPoleForce-v0`` (registered here): CartPole whose action is
   `MultiDiscrete([2, 3])`, a push direction and a force (½, 1 or 3⁄2 times
   CartPole's 10 N), two heads for `tf_vtrace.multi_from_logits`;
+* ``tf_vtrace/StatelessCartPole-v0`` (registered here): CartPole observing
+  only the cart position and the pole angle, a memory task (``Config.core
+  = "lstm"``);
 * ``ALE/...`` Atari games through ale-py (the `atari` extra) with the standard
   preprocessing: 30 no-op starts, frame skip 4 (max over the last two
   frames), 84×84 greyscale, a stack of the last 4 frames;
@@ -29,11 +32,12 @@ import functools
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["EnvPoolVectorEnv", "MULTI_DISCRETE_ID", "VECTOR_ENVS",
-           "check_env_id", "check_envpool", "env_spaces", "head_sizes",
-           "make_env", "make_vector_env", "to_env_actions"]
+__all__ = ["EnvPoolVectorEnv", "MULTI_DISCRETE_ID", "STATELESS_CARTPOLE_ID",
+           "VECTOR_ENVS", "check_env_id", "check_envpool", "env_spaces",
+           "head_sizes", "make_env", "make_vector_env", "to_env_actions"]
 
 MULTI_DISCRETE_ID = "tf_vtrace/CartPoleForce-v0"
+STATELESS_CARTPOLE_ID = "tf_vtrace/StatelessCartPole-v0"
 ATARI_PREFIX = "ALE/"
 MINATAR_PREFIX = "MinAtar/"
 FORCE_SCALES = (0.5, 1.0, 1.5)
@@ -64,6 +68,33 @@ def _make_cartpole_force(**kwargs):
 
 if MULTI_DISCRETE_ID not in gym.registry:
     gym.register(MULTI_DISCRETE_ID, entry_point=_make_cartpole_force,
+                 max_episode_steps=500)
+
+
+class StatelessCartPole(gym.ObservationWrapper):
+    """CartPole-v1 observing only the cart position and the pole angle (as
+    RLlib's StatelessCartPole): the velocities must be inferred from the
+    past, a task for a recurrent core."""
+
+    KEPT = (0, 2)  # x, θ of CartPole's (x, ẋ, θ, θ̇)
+
+    def __init__(self, env):
+        super().__init__(env)
+        space = env.observation_space
+        self.observation_space = gym.spaces.Box(
+            space.low[list(self.KEPT)], space.high[list(self.KEPT)],
+            dtype=space.dtype)
+
+    def observation(self, observation):
+        return observation[list(self.KEPT)]
+
+
+def _make_stateless_cartpole(**kwargs):
+    return StatelessCartPole(gym.make("CartPole-v1", **kwargs).unwrapped)
+
+
+if STATELESS_CARTPOLE_ID not in gym.registry:
+    gym.register(STATELESS_CARTPOLE_ID, entry_point=_make_stateless_cartpole,
                  max_episode_steps=500)
 
 

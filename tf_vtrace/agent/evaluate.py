@@ -2,7 +2,8 @@
 
 Only `tf.saved_model.load` and gymnasium are used to act: what is evaluated is
 exactly what was exported. Each of the `episodes` envs (seeds seed, seed + 1,
-...) plays one full episode.
+...) plays one full episode. A recurrent policy's core state starts at zeros
+and is fed back at every step.
 """
 
 import json
@@ -63,9 +64,16 @@ def evaluate(policy_path, episodes=20, greedy=True, seed=10_000, env_id=None):
     action_key = "greedy_action" if greedy else "sampled_action"
     returns = np.zeros(episodes)
     running = np.ones(episodes, bool)
+    # A recurrent policy carries its core state (each env plays one episode
+    # from zeros, so no reset is needed).
+    state = ([np.zeros([episodes, *policy.core_state_shape.numpy()],
+                       np.float32)]
+             if hasattr(policy, "core_state_shape") else [])
     try:
         while running.any():
-            actions = policy.act(observations.astype(np.float32))[action_key]
+            out = policy.act(observations.astype(np.float32), *state)
+            actions = out[action_key]
+            state = [out["core_state"]] if state else []
             observations, rewards, terminated, truncated, _ = vector_env.step(
                 envs_lib.to_env_actions(actions.numpy(),
                                         vector_env.single_action_space))

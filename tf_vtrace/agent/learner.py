@@ -34,13 +34,16 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_vtrace.agent import corrections, networks
+from tf_vtrace.agent import _recurrent, corrections, networks
 
 __all__ = ["Learner", "LEARNER_INPUTS", "make_strategy"]
 
 # The unroll entries the learner step reads (see `tf_vtrace.agent.actor`).
 LEARNER_INPUTS = ("observations", "actions", "behaviour_logits", "rewards",
                   "discounts", "truncated", "final_observations")
+# What a recurrent network's replay reads besides (the resets need the
+# terminations; the state is [B, ...], envs on axis 0).
+RECURRENT_INPUTS = ("terminated", _recurrent.CORE_STATE_KEY)
 
 # Diagnostics that are each replica's share of a global sum (the loss terms,
 # divided by the global T·B); the others are means over the replica's slice,
@@ -88,13 +91,14 @@ def make_strategy(config):
             "(or train) first.") from error
 
 
-def _slice_envs(unroll, replica, replicas):
-    """The learner inputs of `unroll` for local replica `replica` of
-    `replicas`: an equal slice of the envs (axis 1, time-major)."""
+def _slice_envs(unroll, keys, replica, replicas):
+    """The `keys` of `unroll` for local replica `replica` of `replicas`: an
+    equal slice of the envs (axis 1, time-major; axis 0 of the core state)."""
     envs = unroll["rewards"].shape[1] // replicas
     envs_slice = slice(replica * envs, (replica + 1) * envs)
-    return [tf.convert_to_tensor(unroll[key][:, envs_slice])
-            for key in LEARNER_INPUTS]
+    return [tf.convert_to_tensor(
+        unroll[key][envs_slice] if key == _recurrent.CORE_STATE_KEY
+        else unroll[key][:, envs_slice]) for key in keys]
 
 
 def _time_batch_apply(model, observations):
@@ -141,12 +145,15 @@ class Learner:
         with scope:
             self.model = networks.build_network(
                 observation_space, self.head_sizes, config.hidden_sizes,
-                seed=config.seed)
+                seed=config.seed, core=config.core, core_size=config.core_size)
             schedule = keras.optimizers.schedules.PolynomialDecay(
                 config.learning_rate, config.num_updates, end_learning_rate=0.)
             self.optimizer = keras.optimizers.Adam(
                 schedule, epsilon=1e-5, global_clipnorm=config.max_grad_norm)
             self.optimizer.build(self.model.trainable_variables)
+        self.recurrent = _recurrent.is_recurrent(self.model)
+        self._input_keys = LEARNER_INPUTS + (
+            RECURRENT_INPUTS if self.recurrent else ())
         # No AutoGraph: the step has no Python control flow on tensors, and
         # converting the library's code took most of the first call's time.
         # XLA cannot compile a step that spans devices; under a strategy the
@@ -168,17 +175,33 @@ class Learner:
         """The network's weights as a list of numpy arrays."""
         return self.model.get_weights()
 
-    def _loss_inputs(self, observations, actions, behaviour_logits, rewards,
-                     discounts, truncated, final_observations):
-        """The `corrections.LossInputs` of one unroll."""
-        logits, values = _time_batch_apply(self.model, observations)
-        # V(x_{t+1}) of each truncated episode's own final observation, from
-        # the learner's value like every other value in the targets.
+    def _network_outputs(self, batch):
+        """Logits [T + 1, B, ΣA], values [T + 1, B] and the truncation
+        values [T, B]: V(x_{t+1}) of each truncated episode's own final
+        observation, from the learner's value like every other value in the
+        targets (a recurrent network replays the unroll, see `_recurrent`)."""
+        truncated = batch["truncated"]
+        if self.recurrent:
+            return _recurrent.unroll(
+                self.model, batch["observations"],
+                tf.logical_or(batch["terminated"], truncated),
+                batch[_recurrent.CORE_STATE_KEY], batch["final_observations"],
+                truncated)
+        logits, values = _time_batch_apply(self.model, batch["observations"])
         truncation_values = tf.cond(
             tf.reduce_any(truncated),
-            lambda: tf.stop_gradient(
-                _time_batch_apply(self.model, final_observations)[1]),
-            lambda: tf.zeros_like(rewards))
+            lambda: tf.stop_gradient(_time_batch_apply(
+                self.model, batch["final_observations"])[1]),
+            lambda: tf.zeros_like(batch["rewards"]))
+        return logits, values, truncation_values
+
+    def _loss_inputs(self, *inputs):
+        """The `corrections.LossInputs` of one unroll (`self._input_keys`)."""
+        batch = dict(zip(self._input_keys, inputs))
+        actions, behaviour_logits, rewards, discounts, truncated = (
+            batch[key] for key in ("actions", "behaviour_logits", "rewards",
+                                   "discounts", "truncated"))
+        logits, values, truncation_values = self._network_outputs(batch)
         T = tf.shape(rewards)[0]
         target_heads = networks.split_heads(logits[:T], self.head_sizes)
         behaviour_heads = networks.split_heads(behaviour_logits, self.head_sizes)
@@ -187,13 +210,10 @@ class Learner:
             behaviour_heads, target_heads, action_heads, discounts, rewards,
             values[:T], values[T], truncated, truncation_values)
 
-    def _loss_and_gradients(self, observations, actions, behaviour_logits,
-                            rewards, discounts, truncated, final_observations):
+    def _loss_and_gradients(self, *inputs):
         """`(loss, diagnostics, gradients)` of one unroll, nothing applied."""
         with tf.GradientTape() as tape:
-            inputs = self._loss_inputs(
-                observations, actions, behaviour_logits, rewards, discounts,
-                truncated, final_observations)
+            inputs = self._loss_inputs(*inputs)
             loss, diagnostics = corrections.correction_loss(
                 self.config.correction, inputs,
                 dict(baseline_cost=self.config.baseline_cost,
@@ -251,11 +271,8 @@ class Learner:
             reduced)
         return self._apply(loss, diagnostics, gradients)
 
-    def _vtrace_targets(self, observations, actions, behaviour_logits, rewards,
-                        discounts, truncated, final_observations):
-        inputs = self._loss_inputs(
-            observations, actions, behaviour_logits, rewards, discounts,
-            truncated, final_observations)
+    def _vtrace_targets(self, *inputs):
+        inputs = self._loss_inputs(*inputs)
         vs, advantages, rhos = corrections.correction_targets(
             self.config.correction, inputs)
         return {"vs": vs, "pg_advantages": advantages, "rhos": rhos,
@@ -264,7 +281,7 @@ class Learner:
                 "truncation_values": inputs.truncation_values}
 
     def _inputs(self, unroll):
-        return _slice_envs(unroll, 0, 1)
+        return _slice_envs(unroll, self._input_keys, 0, 1)
 
     def _distributed_inputs(self, unroll):
         """Per-replica inputs: each local replica's slice of the envs.
@@ -273,7 +290,8 @@ class Learner:
         local = self._local_replicas
         return self.strategy.experimental_distribute_values_from_function(
             lambda context: _slice_envs(
-                unroll, context.replica_id_in_sync_group % local, local))
+                unroll, self._input_keys,
+                context.replica_id_in_sync_group % local, local))
 
     def step(self, unroll):
         """One update on `unroll` (an actor's dict); returns the diagnostics

@@ -19,9 +19,10 @@ import math
 import keras
 import numpy as np
 
+from tf_vtrace.agent import _recurrent
 from tf_vtrace.export import split_heads
 
-__all__ = ["build_network", "grid_cnn", "mlp", "nature_cnn", "split_heads"]
+__all__ = ["build_network", "grid_cnn", "lstm", "mlp", "nature_cnn", "split_heads"]
 
 
 def _dense(units, gain, activation=None, name=None):
@@ -121,22 +122,44 @@ def grid_cnn(observation_shape, head_sizes, seed=None):
                                "grid_cnn")
 
 
+def lstm(observation_shape, head_sizes, hidden_sizes=(64, 64), core_size=64,
+         seed=None):
+    """A tanh torso, an LSTM core of `core_size` units, the two heads on its
+    output; see `tf_vtrace.agent._recurrent`.
+
+    Returns:
+      A `keras.Model` [observations, core_state [N, 2, S]] →
+      [logits, value, core_state'].
+    """
+    _seeded_input(observation_shape, seed)
+    return _recurrent.lstm_network(observation_shape, head_sizes, hidden_sizes,
+                                   core_size, _dense, _outputs)
+
+
 def build_network(observation_space, head_sizes, hidden_sizes=(64, 64),
-                  seed=None):
+                  seed=None, core="none", core_size=64):
     """By the observations: `nature_cnn` for uint8 rank-3 ones (stacked
     Atari frames, channels first), `grid_cnn` for other rank-3 ones (MinAtar
-    grids, channels last), else `mlp`.
+    grids, channels last), else `mlp`; with ``core="lstm"`` (vector
+    observations): `lstm`.
 
     Args:
       observation_space: A `gymnasium.spaces.Box`.
       head_sizes: Actions per head.
       hidden_sizes: The MLP's widths.
       seed: Seeds the initializers.
+      core: ``"none"`` (feed-forward) or ``"lstm"``.
+      core_size: The LSTM's units.
 
     Returns:
-      A `keras.Model` observations → [logits, value].
+      A `keras.Model` observations → [logits, value] (recurrent: see `lstm`).
     """
     shape = tuple(observation_space.shape)
+    if core == "lstm":
+        if len(shape) == 3:
+            raise ValueError("core='lstm' takes vector observations, got "
+                             f"observations of shape {shape}.")
+        return lstm(shape, head_sizes, hidden_sizes, core_size, seed=seed)
     if len(shape) == 3 and observation_space.dtype == np.uint8:
         return nature_cnn(shape, head_sizes, seed=seed)
     if len(shape) == 3:

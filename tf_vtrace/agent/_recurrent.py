@@ -1,0 +1,178 @@
+"""The recurrent core: an LSTM between the torso and the heads.
+
+The network is one functional `keras.Model` of one time step,
+``[observations [N, ...], core_state [N, 2, S]] → [logits, value,
+core_state']``, the core state being the LSTM's (h, c) stacked on axis 1.
+The actor calls it once per env step; the learner replays an unroll with
+`unroll`, step by step from the unroll's ``initial_core_state``, zeroing the
+state where an episode starts (the step after terminated | truncated), as
+the actor did: the same weights give the actor's logits back.
+"""
+
+import math
+
+import keras
+import tensorflow as tf
+
+__all__ = ["CORE_STATE_KEY", "core_state_shape", "is_recurrent",
+           "lstm_network", "unroll"]
+
+# The unroll key of the core state at the unroll's first step, [B, 2, S].
+CORE_STATE_KEY = "initial_core_state"
+
+
+def lstm_network(observation_shape, head_sizes, hidden_sizes, core_size,
+                 dense, outputs):
+    """Torso (tanh layers of `hidden_sizes`), an LSTM of `core_size` units,
+    then the policy and value heads, both on the LSTM's output.
+
+    Args:
+      observation_shape: The shape of one observation.
+      head_sizes: Actions per head.
+      hidden_sizes: Widths of the torso's layers.
+      core_size: S, the LSTM's units.
+      dense, outputs: The feed-forward networks' layer helpers (one
+        initialization for both kinds).
+
+    Returns:
+      A `keras.Model` [observations, core_state] → [logits, value, core_state'].
+    """
+    observations = keras.Input(observation_shape, name="observations")
+    hidden = keras.layers.Flatten()(observations)
+    for i, width in enumerate(hidden_sizes):
+        hidden = dense(width, math.sqrt(2), "tanh", name=f"torso_{i}")(hidden)
+    torso = keras.Model(observations, hidden, name="torso")
+    core_output = keras.Input((core_size,), name="core_output")
+    heads = keras.Model(core_output,
+                        outputs(core_output, core_output, sum(head_sizes)),
+                        name="heads")
+    # The one-step model of the actor and the export, built of the three
+    # parts that `unroll` applies to whole unrolls (torso, heads) or step by
+    # step (the cell).
+    observations = keras.Input(observation_shape, name="observations")
+    state = keras.Input((2, core_size), name="core_state")
+    output, new_state = _Core(core_size, name="core")(torso(observations), state)
+    logits, value = heads(output)
+    return keras.Model([observations, state], [logits, value, new_state],
+                       name="lstm")
+
+
+class _Core(keras.layers.Layer):
+    """An LSTM cell (Keras' `LSTMCell` equations and initializers: i, f, g,
+    o gates, forget-gate bias 1) on a state stacked as [N, 2, S] (h, c).
+
+    Split in two so that the learner projects the inputs of a whole unroll
+    at once (`project`) and only the recurrent part steps (`step`); the
+    actor's one-step call is the same two functions."""
+
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+
+    def build(self, features_shape, state_shape=None):
+        S = self.units
+        self.kernel = self.add_weight(
+            (features_shape[-1], 4 * S), "glorot_uniform", name="kernel")
+        self.recurrent_kernel = self.add_weight(
+            (S, 4 * S), "orthogonal", name="recurrent_kernel")
+        self.bias = self.add_weight(
+            (4 * S,), keras.initializers.Constant(
+                [0.] * S + [1.] * S + [0.] * (2 * S)), name="bias")
+
+    def project(self, features):
+        """x W + b, [..., 4S]."""
+        return tf.matmul(features, self.kernel) + self.bias
+
+    def step(self, projected, state):
+        """(h', (h', c') stacked) from the projected input and (h, c)."""
+        h, c = state[:, 0], state[:, 1]
+        z = projected + tf.matmul(h, self.recurrent_kernel)
+        i, f, g, o = tf.split(z, 4, axis=-1)
+        c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+        h = tf.sigmoid(o) * tf.tanh(c)
+        return h, tf.stack([h, c], axis=1)
+
+    def call(self, features, state):
+        return self.step(self.project(features), state)
+
+    def compute_output_shape(self, features_shape, state_shape):
+        return (features_shape[0], self.units), state_shape
+
+
+def is_recurrent(model):
+    """Whether `model` takes a core state (a list of two inputs)."""
+    return isinstance(model.input, (list, tuple)) and len(model.input) == 2
+
+
+def core_state_shape(model):
+    """(2, S): one env's core state."""
+    return tuple(int(d) for d in model.input[1].shape[1:])
+
+
+def _merge_time_and_batch(x):
+    """[T, B, ...] → [T·B, ...]."""
+    return tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))
+
+
+def reset(state, episode_start):
+    """The state with the envs where `episode_start` ([B] bool) zeroed."""
+    keep = tf.cast(tf.logical_not(episode_start), state.dtype)
+    return state * keep[:, None, None]
+
+
+def unroll(model, observations, done, initial_state, final_observations=None,
+           truncated=None, training=True):
+    """The model over T + 1 time steps of B envs, as the actor ran it.
+
+    Step 0 starts from `initial_state`; step t > 0 from step t − 1's state,
+    zeroed for the envs whose episode ended at t − 1 (`done`, [T, B] bool:
+    terminated | truncated).
+
+    Args:
+      model: An `lstm_network`.
+      observations: [T + 1, B, ...].
+      done: [T, B] bool.
+      initial_state: [B, 2, S].
+      final_observations: [T, B, ...] or None; with `truncated` ([T, B]
+        bool): also V of the final observations, each from the state after
+        its step (before the reset), computed only if any step truncated.
+      training: Passed to the model.
+
+    Returns:
+      `(logits [T + 1, B, ΣA], values [T + 1, B], truncation_values [T, B]
+      or None)`.
+    """
+    observations, done, state = (tf.convert_to_tensor(x) for x in
+                                 (observations, done, initial_state))
+    T = done.shape[0]
+    torso, core, heads = (model.get_layer(name)
+                          for name in ("torso", "core", "heads"))
+    # The torso, the core's input projection and the heads see every step
+    # at once; only the recurrent part steps.
+    projected = tf.reshape(
+        core.project(torso(_merge_time_and_batch(observations),
+                           training=training)),
+        tf.concat([tf.shape(observations)[:2], [-1]], 0))
+    outputs, states_after = [], []
+    for t in range(T + 1):
+        if t > 0:
+            state = reset(state, done[t - 1])
+        output, state = core.step(projected[t], state)
+        outputs.append(output)
+        states_after.append(state)
+    logits, values = heads(_merge_time_and_batch(tf.stack(outputs)),
+                           training=training)
+    shape = tf.shape(done) + tf.constant([1, 0])  # [T + 1, B]
+    logits = tf.reshape(logits, tf.concat([shape, [-1]], 0))
+    values = tf.reshape(values, shape)
+    truncation_values = None
+    if final_observations is not None:
+        def final_values():
+            _, v, _ = model([_merge_time_and_batch(final_observations),
+                             _merge_time_and_batch(tf.stack(states_after[:T]))],
+                            training=training)
+            return tf.stop_gradient(tf.reshape(v, tf.shape(done)))
+        truncation_values = tf.cond(
+            tf.reduce_any(truncated), final_values,
+            lambda: tf.zeros(tf.shape(done), values.dtype))
+    return logits, values, truncation_values
