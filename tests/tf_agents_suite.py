@@ -36,8 +36,10 @@ from tf_agents.environments import (
 )
 from tf_agents.networks import (
     actor_distribution_network,
+    actor_distribution_rnn_network,
     sequential,
     value_network,
+    value_rnn_network,
 )
 from tf_agents.policies import policy_saver
 from tf_agents.replay_buffers import tf_uniform_replay_buffer
@@ -86,17 +88,29 @@ def multi_head_env():
             for seed in range(N_ENVS)]))
 
 
-def make_agent(env, seed=0, logits_network=False, optimizer=None, **options):
+def make_agent(env, seed=0, logits_network=False, optimizer=None, recurrent=(),
+               **options):
+    """An agent with small networks; `recurrent` names the LSTM ones
+    ("actor", "value"), the others are feed-forward."""
     tf.random.set_seed(seed)
     observation_spec, action_spec = env.observation_spec(), env.action_spec()
     if logits_network:  # any Network that outputs logits will do
         actor = sequential.Sequential([
             tf_keras.layers.Dense(16, activation="tanh"),
             tf_keras.layers.Dense(int(action_spec.maximum) + 1)])
+    elif "actor" in recurrent:
+        actor = actor_distribution_rnn_network.ActorDistributionRnnNetwork(
+            observation_spec, action_spec, input_fc_layer_params=(16,),
+            lstm_size=(8,), output_fc_layer_params=())
     else:
         actor = actor_distribution_network.ActorDistributionNetwork(
             observation_spec, action_spec, fc_layer_params=(16,))
-    value = value_network.ValueNetwork(observation_spec, fc_layer_params=(16,))
+    if "value" in recurrent:
+        value = value_rnn_network.ValueRnnNetwork(
+            observation_spec, input_fc_layer_params=(16,), lstm_size=(8,),
+            output_fc_layer_params=())
+    else:
+        value = value_network.ValueNetwork(observation_spec, fc_layer_params=(16,))
     return ImpalaAgent(
         env.time_step_spec(), action_spec, actor, value,
         optimizer or tf_keras.optimizers.Adam(1e-2),

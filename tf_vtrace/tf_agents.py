@@ -32,6 +32,15 @@ learner (π) has moved since. `train` takes batch-major trajectories
   limit reaches TF-Agents as a termination (discount 0). Strip it
   (``suite_gym.wrap_env(gym.make(name).unwrapped, max_episode_steps=N)``) or
   pass a `max_episode_steps` below gym's limit.
+
+Recurrent actor and value networks (e.g. `ActorDistributionRnnNetwork`,
+`ValueRnnNetwork`, either or both) are supported. The collect policy's state
+is a dict with an entry per recurrent network (``"actor_network"``,
+``"value_network"``), and it records the state each step *started from* in
+``policy_info["policy_state"]``. `train` replays each window from the state
+of its row 0 with the window's step types, so the networks reset their state
+where an episode starts (step_type FIRST) exactly as they did while acting:
+with the weights that collected the data, π equals μ at every step.
 """
 
 import collections
@@ -67,9 +76,11 @@ except ImportError as error:  # tf_agents or one of its real needs (gym, gin)
 
 tfd = tfp.distributions
 
-__all__ = ["BEHAVIOUR_LOGITS", "ImpalaLossInfo", "ImpalaPolicy", "ImpalaAgent"]
+__all__ = ["BEHAVIOUR_LOGITS", "POLICY_STATE", "ImpalaLossInfo", "ImpalaPolicy",
+           "ImpalaAgent"]
 
 BEHAVIOUR_LOGITS = "behaviour_logits"
+POLICY_STATE = "policy_state"
 
 _LOSS_TERMS = ("policy_loss", "baseline_loss", "entropy_loss", "kl_loss",
                "regularization_loss")
@@ -140,15 +151,27 @@ def _check_network(network, name, observation_spec):
     if not isinstance(network, tfa_network.Network):
         raise TypeError(f"`{name}` must be a tf_agents.networks.Network, got "
                         f"{type(network).__name__}.")
-    if tf.nest.flatten(network.state_spec):
-        raise ValueError(
-            f"`{name}` has a recurrent state (state_spec {network.state_spec}); "
-            "ImpalaAgent supports feed-forward networks only: the replay "
-            "buffer does not store the actor's state for each window.")
     if network.input_tensor_spec is None:
         network.create_variables(observation_spec)
     else:
         network.create_variables()
+
+
+def _recurrent(networks):
+    """The networks of a {name: network} dict that carry a state."""
+    return {name: network for name, network in networks.items()
+            if network is not None and tf.nest.flatten(network.state_spec)}
+
+
+def _apply(network, name, observation, step_type, state, training):
+    """`network` run from ``state[name]`` (``()``: feed-forward).
+
+    TF-Agents' recurrent networks reset their state to zeros at the steps
+    whose step_type is FIRST, so a state that crosses an episode start is
+    harmless; on ``[B, T, ...]`` inputs they unroll over T.
+    """
+    return network(observation, step_type=step_type,
+                   network_state=state.get(name, ()), training=training)
 
 
 def _logits_of(output):
@@ -162,11 +185,12 @@ def _logits_of(output):
     return tf.convert_to_tensor(output)
 
 
-def _actor_logits(actor_network, observation, step_type, training):
-    """The actor network's logits, one tensor per action head (a nest)."""
-    output, _ = actor_network(observation, step_type=step_type,
-                              network_state=(), training=training)
-    return tf.nest.map_structure(_logits_of, output)
+def _actor_logits(actor_network, observation, step_type, state, training):
+    """The actor's logits, one tensor per action head (a nest), and its next
+    state (``state`` as in `_apply`)."""
+    output, next_state = _apply(actor_network, "actor_network", observation,
+                                step_type, state, training)
+    return tf.nest.map_structure(_logits_of, output), next_state
 
 
 def _scalar_heads(nest, action_spec):
@@ -198,40 +222,72 @@ class ImpalaPolicy(tf_policy.TFPolicy):
     ``[..., n]``), so a driver stores them in the trajectories' `policy_info`.
     `ImpalaAgent` builds one as its collect policy and wraps another in
     `GreedyPolicy` as its policy; you rarely build one yourself.
+
+    With recurrent networks the policy state is a dict with one entry per
+    recurrent network, ``"actor_network"`` and (when a recurrent
+    `value_network` is given) ``"value_network"``: the value network then runs
+    alongside the actor, only to carry its state. With `emit_behaviour_logits`
+    the state each step started from is recorded too, in
+    ``info["policy_state"]``, for the learner to replay from.
     """
 
     def __init__(self, time_step_spec, action_spec, actor_network,
-                 emit_behaviour_logits=True, name=None):
+                 emit_behaviour_logits=True, value_network=None, name=None):
         """Builds the policy.
 
         Args:
           time_step_spec: A `TimeStep` spec of the environment.
           action_spec: A nest of bounded integer specs (the action heads).
-          actor_network: A feed-forward `tf_agents.networks.Network` that
-            outputs, per head, a Categorical distribution or its logits.
-          emit_behaviour_logits: Record the logits in the policy info.
+          actor_network: A `tf_agents.networks.Network`, feed-forward or
+            recurrent, that outputs, per head, a Categorical distribution or
+            its logits.
+          emit_behaviour_logits: Record the logits in the policy info, and the
+            policy state each step started from if there is one.
+          value_network: The learner's value network, carried along only if
+            it is recurrent (its state must be known where a window starts);
+            None: the policy's state is the actor's alone.
           name: The policy's name.
         """
-        info_spec = ({BEHAVIOUR_LOGITS: _logits_spec(action_spec)}
-                     if emit_behaviour_logits else ())
-        super().__init__(time_step_spec, action_spec, info_spec=info_spec,
-                         name=name)
+        recurrent = _recurrent(
+            {"actor_network": actor_network, "value_network": value_network})
+        state_spec = {name: network.state_spec
+                      for name, network in recurrent.items()} or ()
+        info_spec = {}
+        if emit_behaviour_logits:
+            info_spec[BEHAVIOUR_LOGITS] = _logits_spec(action_spec)
+            if state_spec:
+                info_spec[POLICY_STATE] = state_spec
+        super().__init__(time_step_spec, action_spec,
+                         policy_state_spec=state_spec,
+                         info_spec=info_spec or (), name=name)
         self._actor_network = actor_network
+        self._recurrent_networks = recurrent
         self._emit_behaviour_logits = emit_behaviour_logits
 
     def _variables(self):
-        return self._actor_network.variables
+        networks = {"actor_network": self._actor_network,
+                    **self._recurrent_networks}
+        return [v for network in networks.values() for v in network.variables]
 
     def _distribution(self, time_step, policy_state):
-        logits = _actor_logits(self._actor_network, time_step.observation,
-                               time_step.step_type, training=False)
+        state = dict(policy_state or {})
+        observation, step_type = time_step.observation, time_step.step_type
+        logits, actor_state = _actor_logits(self._actor_network, observation,
+                                            step_type, state, training=False)
         tf.nest.assert_same_structure(logits, self.action_spec)
         distributions = tf.nest.map_structure(
             lambda head, spec: tfd.Categorical(logits=head, dtype=spec.dtype),
             logits, self.action_spec)
-        info = ({BEHAVIOUR_LOGITS: logits} if self._emit_behaviour_logits
-                else ())
-        return policy_step.PolicyStep(distributions, policy_state, info)
+        next_state = {}
+        for name, network in self._recurrent_networks.items():
+            next_state[name] = actor_state if name == "actor_network" else _apply(
+                network, name, observation, step_type, state, training=False)[1]
+        info = {}
+        if self._emit_behaviour_logits:
+            info[BEHAVIOUR_LOGITS] = logits
+            if next_state:
+                info[POLICY_STATE] = policy_state
+        return policy_step.PolicyStep(distributions, next_state or (), info or ())
 
 
 class ImpalaAgent(tf_agent.TFAgent):
@@ -373,7 +429,8 @@ class ImpalaAgent(tf_agent.TFAgent):
 
         collect_policy = ImpalaPolicy(
             time_step_spec, action_spec, actor_network,
-            emit_behaviour_logits=True, name="impala_collect_policy")
+            emit_behaviour_logits=True, value_network=value_network,
+            name="impala_collect_policy")
         policy = greedy_policy.GreedyPolicy(ImpalaPolicy(
             time_step_spec, action_spec, actor_network,
             emit_behaviour_logits=False, name="impala_policy"))
@@ -409,10 +466,11 @@ class ImpalaAgent(tf_agent.TFAgent):
                 "observation gives the bootstrap value), e.g. "
                 f"`as_dataset(num_steps=T + 1)`; got {length} step(s).")
         observation, step_type = experience.observation, experience.step_type
-        logits = _actor_logits(self._actor_network, observation, step_type,
-                               training=training)
-        values, _ = self._value_network(observation, step_type=step_type,
-                                        network_state=(), training=training)
+        state = self._initial_state(experience)
+        logits, _ = _actor_logits(self._actor_network, observation, step_type,
+                                  state, training=training)
+        values, _ = _apply(self._value_network, "value_network", observation,
+                           step_type, state, training=training)
 
         def steps(nest):  # rows 0 … T − 1: the transitions x_t → x_{t+1}
             return tf.nest.map_structure(lambda t: t[:, :-1], nest)
@@ -430,6 +488,20 @@ class ImpalaAgent(tf_agent.TFAgent):
             values=values[:, :-1],
             bootstrap_value=values[:, -1],
             mask=steps(tf.logical_not(experience.is_boundary())))
+
+    def _initial_state(self, experience):
+        """The recorded state each window started from (row 0): {} without
+        recurrent networks."""
+        if not self.collect_policy.policy_state_spec:
+            return {}
+        info = experience.policy_info
+        if not isinstance(info, dict) or POLICY_STATE not in info:
+            raise ValueError(
+                "`experience.policy_info` has no 'policy_state': a recurrent "
+                "ImpalaAgent replays each window from the state recorded by "
+                "its collect policy; collect with `agent.collect_policy` into "
+                "a buffer of `agent.collect_data_spec`.")
+        return tf.nest.map_structure(lambda t: t[:, 0], info[POLICY_STATE])
 
     def _regularization_loss(self):
         losses = self._actor_network.losses + self._value_network.losses
