@@ -2,8 +2,9 @@
 
 TF-Agents needs `TF_USE_LEGACY_KERAS=1` set before TensorFlow is imported,
 and the setting holds for the whole process, so nothing here imports
-TF-Agents into the pytest process: tests/tf_agents_suite.py runs under
-pytest in a subprocess with the variable set, and the checks of the optional
+TF-Agents into the pytest process: tests/tf_agents_suite.py (feed-forward
+networks) and tests/tf_agents_rnn_suite.py (recurrent ones) run under
+pytest in subprocesses with the variable set, and the checks of the optional
 import run small scripts in fresh interpreters.
 """
 import os
@@ -27,10 +28,12 @@ def _run(args, legacy_keras, timeout=300, **kwargs):
                           text=True, timeout=timeout, **kwargs)
 
 
-def test_impala_agent_with_real_tf_agents_in_its_own_process(tmp_path):
+@pytest.mark.parametrize("suite", ["tf_agents_suite.py", "tf_agents_rnn_suite.py"],
+                         ids=["feed_forward", "recurrent"])
+def test_impala_agent_with_real_tf_agents_in_its_own_process(suite, tmp_path):
     result = _run(["-m", "pytest", "-q", "-p", "no:cacheprovider",
                    "--basetemp", str(tmp_path / "pytest"),
-                   str(ROOT / "tests" / "tf_agents_suite.py")],
+                   str(ROOT / "tests" / suite)],
                   legacy_keras=True, timeout=600, cwd=ROOT)
     assert result.returncode == 0, result.stdout[-12000:] + result.stderr[-3000:]
 

@@ -46,6 +46,7 @@ from tf_agents.replay_buffers import tf_uniform_replay_buffer
 from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 from tf_agents.utils import common
+from tolerances import SUBPROCESS_TIMEOUT_S
 from vtrace_reference import categorical_log_probs, vtrace_reference
 
 import tf_vtrace.tf_agents
@@ -404,21 +405,21 @@ def test_a_boundary_splits_the_loss_into_its_two_episodes(cartpole):
 # --- Checkpoints and SavedModel ------------------------------------------------
 
 
-def test_checkpointer_restores_the_same_weights(cartpole, tmp_path):
-    env, _, replay_buffer = cartpole
-    experience = windows(replay_buffer, length=11)
-    trained = make_agent(env, seed=1)
+def check_checkpointer_round_trip(make, experience, directory):
+    """An agent `make(seed=1)` trained twice, checkpointed, restored into
+    `make(seed=2)`: same weights, step counter and optimizer slots."""
+    trained = make(seed=1)
     trained.train(experience)
     trained.train(experience)
-    common.Checkpointer(str(tmp_path), agent=trained, policy=trained.policy,
+    common.Checkpointer(str(directory), agent=trained, policy=trained.policy,
                         global_step=trained.train_step_counter).save(
                             trained.train_step_counter)
 
-    fresh = make_agent(env, seed=2)
+    fresh = make(seed=2)
     assert not np.array_equal(trainable(fresh)[0].numpy(),
                               trainable(trained)[0].numpy())
     checkpointer = common.Checkpointer(
-        str(tmp_path), agent=fresh, policy=fresh.policy,
+        str(directory), agent=fresh, policy=fresh.policy,
         global_step=fresh.train_step_counter)
     checkpointer.initialize_or_restore().assert_existing_objects_matched()
     assert int(fresh.train_step_counter) == 2
@@ -429,6 +430,13 @@ def test_checkpointer_restores_the_same_weights(cartpole, tmp_path):
     fresh.train(experience)
     for want, got in zip(trainable(trained), trainable(fresh)):
         np.testing.assert_allclose(want.numpy(), got.numpy(), rtol=1e-6, atol=1e-7)
+    return trained, fresh
+
+
+def test_checkpointer_restores_the_same_weights(cartpole, tmp_path):
+    env, _, replay_buffer = cartpole
+    check_checkpointer_round_trip(lambda seed: make_agent(env, seed=seed),
+                                  windows(replay_buffer, length=11), tmp_path)
 
 
 RELOAD = textwrap.dedent("""
@@ -483,10 +491,17 @@ def test_policy_saver_export_reloads_in_a_fresh_process_and_acts(cartpole, tmp_p
                 "behaviour_logits"].numpy().tolist()}
     assert 0 < sum(data["actions"]) < 16  # both actions occur
     (tmp_path / "data.json").write_text(json.dumps(data))
+    reload_in_a_fresh_process(RELOAD, tmp_path / "policy",
+                              tmp_path / "collect_policy", tmp_path / "data.json")
+
+
+def reload_in_a_fresh_process(script, *args):
+    """Runs `script` in a fresh interpreter without TF_USE_LEGACY_KERAS (a
+    reloaded policy needs neither TF-Agents nor Keras 2); it must print
+    RELOADED_OK."""
     env_vars = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     result = subprocess.run(
-        [sys.executable, "-c", RELOAD, str(tmp_path / "policy"),
-         str(tmp_path / "collect_policy"), str(tmp_path / "data.json")],
-        capture_output=True, text=True, timeout=300, env=env_vars)
+        [sys.executable, "-c", script, *map(str, args)],
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, env=env_vars)
     assert result.returncode == 0 and "RELOADED_OK" in result.stdout, (
         result.stdout + result.stderr[-4000:])

@@ -491,17 +491,12 @@ class ImpalaAgent(tf_agent.TFAgent):
 
     def _initial_state(self, experience):
         """The recorded state each window started from (row 0): {} without
-        recurrent networks."""
+        recurrent networks. (`train` and `loss` refuse experience without
+        it: TF-Agents checks it against `training_data_spec`.)"""
         if not self.collect_policy.policy_state_spec:
             return {}
-        info = experience.policy_info
-        if not isinstance(info, dict) or POLICY_STATE not in info:
-            raise ValueError(
-                "`experience.policy_info` has no 'policy_state': a recurrent "
-                "ImpalaAgent replays each window from the state recorded by "
-                "its collect policy; collect with `agent.collect_policy` into "
-                "a buffer of `agent.collect_data_spec`.")
-        return tf.nest.map_structure(lambda t: t[:, 0], info[POLICY_STATE])
+        return tf.nest.map_structure(lambda t: t[:, 0],
+                                     experience.policy_info[POLICY_STATE])
 
     def _regularization_loss(self):
         losses = self._actor_network.losses + self._value_network.losses
