@@ -305,6 +305,16 @@ class ImpalaAgent(tf_agent.TFAgent):
     `LossInfo(loss, extra=ImpalaLossInfo(...))` and increments
     `train_step_counter` once.
 
+    Recurrent networks (the actor, the value network or both, e.g.
+    `ActorDistributionRnnNetwork`, `ValueRnnNetwork`): the collect policy's
+    state is ``{"actor_network": …, "value_network": …}`` (the recurrent
+    ones), and it records the state each step started from in
+    ``policy_info["policy_state"]``. `train` unrolls both networks over each
+    window from its row-0 state, with the window's step types, so they reset
+    at episode starts as they did while acting: with the weights that
+    collected the data, π equals μ at every step. The greedy `policy`
+    carries the actor's state only.
+
     Summaries (written when a default `tf.summary` writer is set): the loss and
     every `ImpalaLossInfo` field as scalars (``Losses/``, ``VTrace/``) unless
     `enable_summaries` is False; with `debug_summaries`, histograms of the
@@ -367,11 +377,14 @@ class ImpalaAgent(tf_agent.TFAgent):
           action_spec: A nest of bounded integer specs with minimum 0, one per
             action head (a tuple or dict of heads trains with the sum of their
             log-probabilities, i.e. independent heads).
-          actor_network: A feed-forward `tf_agents.networks.Network` that maps
+          actor_network: A `tf_agents.networks.Network` that maps
             observations to a Categorical distribution or to logits per head,
-            e.g. an `ActorDistributionNetwork`.
-          value_network: A feed-forward network that maps observations to one
-            value each, e.g. a `ValueNetwork`.
+            e.g. an `ActorDistributionNetwork`, or a recurrent one that resets
+            its state at step_type FIRST, e.g. an
+            `ActorDistributionRnnNetwork`.
+          value_network: A network that maps observations to one value each,
+            e.g. a `ValueNetwork` or a `ValueRnnNetwork`; either network may
+            be recurrent without the other.
           optimizer: A `tf_keras` optimizer for both networks.
           discount_factor: γ, multiplied with the environment's discount.
           reward_scale_factor: Multiplies the rewards.
@@ -399,8 +412,8 @@ class ImpalaAgent(tf_agent.TFAgent):
         Raises:
           RuntimeError: If tf.keras is Keras 3 (TF_USE_LEGACY_KERAS=1 was not
             set before TensorFlow was imported).
-          ValueError: For an unsupported action spec, a recurrent network or an
-            unknown option value.
+          ValueError: For an unsupported action spec or an unknown option
+            value.
         """
         _require_legacy_keras()
         tf.Module.__init__(self, name=name)
