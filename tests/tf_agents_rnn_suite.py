@@ -29,6 +29,7 @@ from tf_agents_suite import (
     reload_in_a_fresh_process,
     snapshot,
     trainable,
+    windows,
 )
 from tolerances import rtol_for
 
@@ -38,10 +39,12 @@ BOTH, ACTOR, VALUE = ("actor", "value"), ("actor",), ("value",)
 LSTM_LOG_PROB_RTOL = rtol_for(np.float32, 64)  # matmuls over 16 + 8 inputs, steps chained
 
 
-def recorded_initial_state(experience, name):
-    """The state the window's row 0 started from, () for a feed-forward net."""
-    states = experience.policy_info.get(POLICY_STATE, {})
-    return tf.nest.map_structure(lambda t: t[:, 0], states.get(name, ()))
+def recorded_initial_state(experience, network, name):
+    """The state the window's row 0 started from, in the network's state
+    structure (recorded with tuples for lists); () for a feed-forward net."""
+    recorded = experience.policy_info.get(POLICY_STATE, {}).get(name, ())
+    return tf.nest.pack_sequence_as(
+        network.state_spec, [t[:, 0] for t in tf.nest.flatten(recorded)])
 
 
 def as_logits(output):
@@ -97,7 +100,7 @@ def test_policy_state_and_policy_info_hold_the_recurrent_networks(recurrent):
     info = agent.collect_policy.info_spec
     if recurrent:
         assert set(info) == {BEHAVIOUR_LOGITS, POLICY_STATE}
-        tf.nest.assert_same_structure(info[POLICY_STATE], collect_state)
+        tf.nest.assert_same_structure(info[POLICY_STATE], collect_state, check_types=False)
     else:  # the feed-forward agent's specs are what they were
         assert set(info) == {BEHAVIOUR_LOGITS} and collect_state == ()
     # The greedy policy carries the actor's state only.
@@ -155,8 +158,9 @@ def test_lag_zero_learner_log_probs_equal_behaviour_across_an_episode_start(recu
 def test_one_train_step_changes_every_weight_of_recurrent_networks(recurrent):
     env = cartpole_env()
     agent = make_agent(env, recurrent=recurrent, entropy_cost=0.01)
-    experience = windows_across_an_episode_start(collect(agent, env, 40).gather_all(),
-                                                 length=11)
+    experience = windows(collect(agent, env, 40), length=11)  # as_dataset's windows
+    assert experience.policy_info[POLICY_STATE]["actor_network" if "actor" in recurrent
+                                                else "value_network"][0].shape == (8, 11, 8)
     before = snapshot(trainable(agent))
     assert len(before) == 7 * len(recurrent) + 4 * (2 - len(recurrent))  # LSTM: 7, MLP: 4
     loss_info = agent.train(experience)
@@ -184,10 +188,11 @@ def test_recurrent_loss_equals_the_float64_reference(env_name, recurrent, reduct
     perturb(agent.value_network, 0.1, seed=2)
 
     loss_info = agent.loss(experience)
-    target_logits = stepped(agent.actor_network, experience,
-                            recorded_initial_state(experience, "actor_network"))
-    values = stepped(agent.value_network, experience,
-                     recorded_initial_state(experience, "value_network"))
+    actor, value = agent.actor_network, agent.value_network
+    target_logits = stepped(
+        actor, experience, recorded_initial_state(experience, actor, "actor_network"))
+    values = stepped(
+        value, experience, recorded_initial_state(experience, value, "value_network"))
     want, terms, rhos = reference_loss(
         experience, target_logits, values, env.action_spec(), gamma=0.95,
         **options, **clips)

@@ -44,6 +44,7 @@ with the weights that collected the data, π equals μ at every step.
 """
 
 import collections
+import collections.abc
 
 import tensorflow as tf
 import tensorflow_probability as tfp
@@ -163,6 +164,16 @@ def _recurrent(networks):
             if network is not None and tf.nest.flatten(network.state_spec)}
 
 
+def _lists_as_tuples(nest):
+    """`nest` with its lists as tuples: a replay buffer's `as_dataset`
+    refuses specs with lists, and an LSTM's state spec is a list [h, c]."""
+    if isinstance(nest, collections.abc.Mapping):
+        return {key: _lists_as_tuples(value) for key, value in nest.items()}
+    if isinstance(nest, list):
+        return tuple(_lists_as_tuples(value) for value in nest)
+    return nest
+
+
 def _apply(network, name, observation, step_type, state, training):
     """`network` run from ``state[name]`` (``()``: feed-forward).
 
@@ -256,7 +267,7 @@ class ImpalaPolicy(tf_policy.TFPolicy):
         if emit_behaviour_logits:
             info_spec[BEHAVIOUR_LOGITS] = _logits_spec(action_spec)
             if state_spec:
-                info_spec[POLICY_STATE] = state_spec
+                info_spec[POLICY_STATE] = _lists_as_tuples(state_spec)
         super().__init__(time_step_spec, action_spec,
                          policy_state_spec=state_spec,
                          info_spec=info_spec or (), name=name)
@@ -286,7 +297,7 @@ class ImpalaPolicy(tf_policy.TFPolicy):
         if self._emit_behaviour_logits:
             info[BEHAVIOUR_LOGITS] = logits
             if next_state:
-                info[POLICY_STATE] = policy_state
+                info[POLICY_STATE] = _lists_as_tuples(policy_state)
         return policy_step.PolicyStep(distributions, next_state or (), info or ())
 
 
@@ -506,10 +517,12 @@ class ImpalaAgent(tf_agent.TFAgent):
         """The recorded state each window started from (row 0): {} without
         recurrent networks. (`train` and `loss` refuse experience without
         it: TF-Agents checks it against `training_data_spec`.)"""
-        if not self.collect_policy.policy_state_spec:
+        state_spec = self.collect_policy.policy_state_spec
+        if not state_spec:
             return {}
-        return tf.nest.map_structure(lambda t: t[:, 0],
-                                     experience.policy_info[POLICY_STATE])
+        recorded = experience.policy_info[POLICY_STATE]  # tuples for lists
+        return tf.nest.pack_sequence_as(state_spec, [
+            t[:, 0] for t in tf.nest.flatten(recorded)])
 
     def _regularization_loss(self):
         losses = self._actor_network.losses + self._value_network.losses
