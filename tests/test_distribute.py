@@ -1,26 +1,32 @@
-"""MirroredStrategy over two logical CPU devices gives the one-device gradients.
+"""MirroredStrategy over two logical CPU devices gives the one-device gradients
+and, in Keras `fit`/`evaluate`, the one-device reported loss.
 
 Logical devices must be configured before TensorFlow initializes its runtime,
-so the check runs in a subprocess. The two replicas get different numbers of
+so the checks run in subprocesses. The two replicas get different numbers of
 valid (unmasked) steps, so a per-replica mean would be wrong for
 ``"masked_mean"``: the loss must divide by the global count.
 """
+import json
 import os
 import subprocess
 import sys
 import textwrap
 
-from tolerances import SUBPROCESS_TIMEOUT_S
+import numpy as np
+import pytest
+from tolerances import SUBPROCESS_TIMEOUT_S, assert_close_to_rounding, rtol_for
 
-SCRIPT = textwrap.dedent("""
+# Two replicas, a batch of 8 unrolls whose first half is mostly padding, and
+# the model; `keras` is the one tf_vtrace uses (tf_keras under
+# TF_USE_LEGACY_KERAS=1).
+SETUP = textwrap.dedent("""
     import numpy as np
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    import keras
     from tf_vtrace.impala import impala_loss
-    from tf_vtrace.keras import ImpalaLoss, pack_targets
+    from tf_vtrace.keras import ImpalaLoss, keras, pack_targets, unpack_predictions
 
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     assert strategy.num_replicas_in_sync == 2
@@ -35,14 +41,19 @@ SCRIPT = textwrap.dedent("""
                 behaviour_policy_logits=rng.normal(0, 2, (B, T, A)).astype(np.float32),
                 mask=mask)
 
-    def build():
+    def build(scope=None):
         keras.utils.set_random_seed(1)
+        if scope is not None:
+            with scope.scope():
+                return build()
         inp = keras.Input((None, OBS))
         hidden = keras.layers.Dense(8, activation="tanh")(inp)
         out = keras.layers.Concatenate()(
             [keras.layers.Dense(A)(hidden), keras.layers.Dense(1)(hidden)])
         return keras.Model(inp, out)
+""")
 
+SCRIPT = SETUP + textwrap.dedent("""
     def loss_fn(model, obs, batch, reduction, cross_replica=True):
         y = model(obs)
         return impala_loss(
@@ -52,8 +63,7 @@ SCRIPT = textwrap.dedent("""
             reduction=reduction, time_major=False, cross_replica=cross_replica)[0]
 
     single = build()
-    with strategy.scope():
-        mirrored = build()
+    mirrored = build(strategy)
     mirrored.set_weights(single.get_weights())
     dataset = tf.data.Dataset.from_tensor_slices((obs, data)).batch(B)
     worst = {}
@@ -89,11 +99,7 @@ SCRIPT = textwrap.dedent("""
     for reduction in ("masked_mean",):  # the custom loop covers the others
         models = []
         for scope in (None, strategy):
-            if scope is None:
-                model = build()
-            else:
-                with strategy.scope():
-                    model = build()
+            model = build(scope)
             model.compile(keras.optimizers.SGD(0.1), loss=ImpalaLoss(
                 entropy_cost=0.01, reduction=reduction))
             model.fit(obs, y_true, batch_size=B, epochs=1, shuffle=False, verbose=0)
@@ -108,11 +114,90 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_mirrored_strategy_matches_one_device(tmp_path):
+# Batches of 4 over two replicas: evaluating 7 unrolls ends on a batch of 3
+# (split 2 / 1), fitting 5 ends on a batch of 1 (one replica empty). The first
+# batch splits evenly: Keras 3 builds its metrics on the first batch by a
+# cross-replica MEAN of the data, which fails on unequal shapes.
+PARTIAL_SCRIPT = SETUP + textwrap.dedent("""
+    import json, sys
+    reduction, BATCH = sys.argv[1], 4
+    y_true = pack_targets(**data)
+    COSTS = dict(entropy_cost=0.01, kl_cost=0.1, reduction=reduction)
+
+    def reference(model, n):
+        # Σ_k b_k L_k / Σ_k b_k: the one-device epoch loss, L_k the float64
+        # whole-batch loss of batch k of b_k unrolls.
+        y = unpack_predictions(tf.cast(model(obs[:n]), tf.float64))
+        logits, values = y["policy_logits"][0], y["values"]
+        total = 0.
+        for k in range(0, n, BATCH):
+            b = slice(k, min(n, k + BATCH))
+            f64 = {key: np.float64(v[b]) for key, v in data.items() if key != "actions"}
+            total += float(impala_loss(
+                f64["behaviour_policy_logits"], logits[b, :-1], data["actions"][b],
+                f64["discounts"], f64["rewards"], values[b, :-1], values[b, -1],
+                mask=f64["mask"], time_major=False, **COSTS)[0]) * len(obs[b])
+        return total / n
+
+    out = {}
+    for name, scope in (("one", None), ("mirrored", strategy)):
+        model = build(scope)
+        model.compile(keras.optimizers.SGD(0.05), loss=ImpalaLoss(**COSTS))
+        out[name] = dict(
+            evaluate=[model.evaluate(obs[:n], y_true[:n], batch_size=BATCH,
+                                     verbose=0) for n in (7, 5)],
+            reference=[reference(model, n) for n in (7, 5)],
+            fit=model.fit(obs[:5], y_true[:5], batch_size=BATCH, epochs=2,
+                          shuffle=False, verbose=0).history["loss"],
+            weights=[w.ravel().tolist() for w in model.get_weights()])
+    out["initial"] = [w.ravel().tolist() for w in build().get_weights()]
+    print("PARTIAL_BATCH_RESULT", json.dumps(out))
+""")
+
+
+def _run(script, cwd, *args, legacy_keras=False):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=env,
-                            capture_output=True, text=True,
-                            timeout=SUBPROCESS_TIMEOUT_S)
+    if legacy_keras:
+        env["TF_USE_LEGACY_KERAS"] = "1"
+    return subprocess.run([sys.executable, "-c", script, *args], cwd=cwd,
+                          env=env, capture_output=True, text=True,
+                          timeout=SUBPROCESS_TIMEOUT_S)
+
+
+def test_mirrored_strategy_matches_one_device(tmp_path):
+    result = _run(SCRIPT, tmp_path)
     assert result.returncode == 0 and "DISTRIBUTE_OK" in result.stdout, (
         result.stdout + result.stderr[-5000:])
     print(result.stdout)
+
+
+@pytest.mark.parametrize("reduction,legacy_keras", [
+    ("sum", False), ("mean", False), ("masked_mean", False), ("sum", True)])
+def test_partial_batch_reports_the_one_device_loss(tmp_path, reduction,
+                                                   legacy_keras):
+    """The reported loss of `evaluate` and `fit` and the `fit` steps under two
+    replicas equal one device's and the float64 reference when the last batch
+    splits unequally or leaves a replica empty (issue 24, item 8)."""
+    result = _run(PARTIAL_SCRIPT, tmp_path, reduction, legacy_keras=legacy_keras)
+    lines = [line for line in result.stdout.splitlines()
+             if line.startswith("PARTIAL_BATCH_RESULT ")]
+    assert result.returncode == 0 and lines, result.stdout + result.stderr[-5000:]
+    out = json.loads(lines[0].split(" ", 1)[1])
+    one, mirrored = out["one"], out["mirrored"]
+    print(reduction, "legacy" if legacy_keras else "keras3", one["evaluate"],
+          mirrored["evaluate"], one["reference"], one["fit"], mirrored["fit"])
+    # 4 signed terms per step over up to 4 · 6 steps, each from a 6-step recursion.
+    n_reduced = 4 * 4 * 6 + 6
+    for got, name in ((one, "one device"), (mirrored, "mirrored")):
+        assert_close_to_rounding(got["evaluate"], one["reference"], np.float32,
+                                 n_reduced, err_msg=f"evaluate, {name}")
+    assert_close_to_rounding(mirrored["fit"], one["fit"], np.float32, n_reduced,
+                             err_msg="fit's reported loss")
+    rtol = rtol_for(np.float32, n_reduced)
+    flat = {key: np.concatenate([np.asarray(w) for w in weights])
+            for key, weights in (("one", one["weights"]),
+                                 ("mirrored", mirrored["weights"]),
+                                 ("initial", out["initial"]))}
+    moved = np.abs(flat["one"] - flat["initial"]).max()
+    diff = np.abs(flat["mirrored"] - flat["one"]).max()
+    assert moved > 1e-3 and diff < rtol * moved, (moved, diff)

@@ -229,6 +229,25 @@ for _name in _options.VTRACE_HYPERPARAMETERS:
 del _name
 
 
+def _reported_as_global_mean(share):
+    """A replica's share of the global loss L, valued L / N for Keras' tracker.
+
+    Keras 3 and tf_keras both report the loss of a batch under N replicas as
+    Σ_r b_r · (N · loss_r) / Σ_r b_r (the tracker gets N · loss_r, weighed by
+    the replica's local batch size b_r), which is right for local means but
+    not for shares summing to L when the b_r differ (a last, partial batch;
+    an empty replica). With every replica valued L / N the tracker gets
+    b · L, as on one device, while the gradient stays that of the share, so
+    the summed gradients are still the one-device gradient.
+    """
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return share
+    global_mean = impala._global_sum(tf.stop_gradient(share), True) / (
+        context.num_replicas_in_sync)
+    return share + tf.stop_gradient(global_mean - share)
+
+
 @_register
 class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
     r"""The IMPALA loss as a Keras loss: `model.compile(loss=ImpalaLoss())`.
@@ -362,9 +381,9 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         # The loss alone: its compiled call skips the diagnostics' work.
-        return impala._loss_without_diagnostics(
+        return _reported_as_global_mean(impala._loss_without_diagnostics(
             self._unpack(y_true, y_pred), self._vtrace,
-            self._costs(cross_replica=True))
+            self._costs(cross_replica=True)))
 
     def get_config(self):
         config = self._costs(cross_replica=True)._asdict()
