@@ -259,7 +259,10 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
     last value bootstraps). `call` returns the reduced scalar, so the Keras
     reduction (`self.reduction`) is fixed to ``"sum"``, a no-op on a scalar
     that Keras divides by no replica count: the IMPALA reduction is
-    `reduction` (`self.impala_reduction`).
+    `reduction` (`self.impala_reduction`). Under a `tf.distribute` strategy
+    each replica's value is L / N, the global loss over the N replicas, and
+    its gradient that of the replica's share, so that Keras reports the
+    one-device loss even for a batch split unequally (docs/keras.md).
 
     Args:
       baseline_cost: Weight of ½ (vs − V)² (scalable_agent: 0.5).
