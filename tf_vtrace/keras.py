@@ -409,7 +409,8 @@ class ImpalaMetric(keras.metrics.Mean):
 
     Pass the loss the model is compiled with; the metric recomputes the
     diagnostics from (y_true, y_pred) on the local batch. `impala_metrics`
-    builds all of them.
+    builds all of them. Under a `tf.distribute` strategy it averages the
+    replicas' local values, an empty replica's 0 included (docs/keras.md).
 
     Args:
       diagnostic: A key of `tf_vtrace.impala.DIAGNOSTICS`, e.g. ``"mean_rho"``.
