@@ -26,7 +26,8 @@ SETUP = textwrap.dedent("""
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from tf_vtrace.impala import impala_loss
-    from tf_vtrace.keras import ImpalaLoss, keras, pack_targets, unpack_predictions
+    from tf_vtrace.keras import (ImpalaLoss, impala_metrics, keras, pack_targets,
+                                 unpack_predictions)
 
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     assert strategy.num_replicas_in_sync == 2
@@ -123,6 +124,7 @@ PARTIAL_SCRIPT = SETUP + textwrap.dedent("""
     reduction, BATCH = sys.argv[1], 4
     y_true = pack_targets(**data)
     COSTS = dict(entropy_cost=0.01, kl_cost=0.1, reduction=reduction)
+    METRICS = ("baseline_loss", "mean_rho")  # a loss term, a masked mean
 
     def reference(model, n):
         # Σ_k b_k L_k / Σ_k b_k: the one-device epoch loss, L_k the float64
@@ -142,10 +144,14 @@ PARTIAL_SCRIPT = SETUP + textwrap.dedent("""
     out = {}
     for name, scope in (("one", None), ("mirrored", strategy)):
         model = build(scope)
-        model.compile(keras.optimizers.SGD(0.05), loss=ImpalaLoss(**COSTS))
+        with (scope or tf.distribute.get_strategy()).scope():  # tf_keras wants
+            loss = ImpalaLoss(**COSTS)  # the metrics in the model's scope
+            model.compile(keras.optimizers.SGD(0.05), loss=loss,
+                          metrics=impala_metrics(loss, METRICS))
+        evaluated = [model.evaluate(obs[:n], y_true[:n], batch_size=BATCH,
+                                    verbose=0, return_dict=True) for n in (7, 5)]
         out[name] = dict(
-            evaluate=[model.evaluate(obs[:n], y_true[:n], batch_size=BATCH,
-                                     verbose=0) for n in (7, 5)],
+            evaluate=[logs.pop("loss") for logs in evaluated], metrics=evaluated,
             reference=[reference(model, n) for n in (7, 5)],
             fit=model.fit(obs[:5], y_true[:5], batch_size=BATCH, epochs=2,
                           shuffle=False, verbose=0).history["loss"],
@@ -175,9 +181,10 @@ def test_mirrored_strategy_matches_one_device(tmp_path):
     ("sum", False), ("mean", False), ("masked_mean", False), ("sum", True)])
 def test_partial_batch_reports_the_one_device_loss(tmp_path, reduction,
                                                    legacy_keras):
-    """The reported loss of `evaluate` and `fit` and the `fit` steps under two
-    replicas equal one device's and the float64 reference when the last batch
-    splits unequally or leaves a replica empty (issue 24, item 8)."""
+    """The reported loss of `evaluate` and `fit`, the `ImpalaMetric`s and the
+    `fit` steps under two replicas equal one device's (the loss also the
+    float64 reference) when the last batch splits unequally or leaves a
+    replica empty (issue 24, item 8)."""
     result = _run(PARTIAL_SCRIPT, tmp_path, reduction, legacy_keras=legacy_keras)
     lines = [line for line in result.stdout.splitlines()
              if line.startswith("PARTIAL_BATCH_RESULT ")]
@@ -193,6 +200,11 @@ def test_partial_batch_reports_the_one_device_loss(tmp_path, reduction,
                                  n_reduced, err_msg=f"evaluate, {name}")
     assert_close_to_rounding(mirrored["fit"], one["fit"], np.float32, n_reduced,
                              err_msg="fit's reported loss")
+    for got, want in zip(mirrored["metrics"], one["metrics"]):
+        assert sorted(got) == sorted(want) and len(want) == 2, (got, want)
+        for key in want:
+            assert_close_to_rounding(got[key], want[key], np.float32, n_reduced,
+                                     err_msg=f"ImpalaMetric {key}")
     rtol = rtol_for(np.float32, n_reduced)
     flat = {key: np.concatenate([np.asarray(w) for w in weights])
             for key, weights in (("one", one["weights"]),

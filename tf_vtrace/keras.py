@@ -240,12 +240,17 @@ def _reported_as_global_mean(share):
     b · L, as on one device, while the gradient stays that of the share, so
     the summed gradients are still the one-device gradient.
     """
-    context = tf.distribute.get_replica_context()
-    if context is None or context.num_replicas_in_sync == 1:
+    replicas = _replicas_in_sync()
+    if replicas == 1:
         return share
-    global_mean = impala._global_sum(tf.stop_gradient(share), True) / (
-        context.num_replicas_in_sync)
+    global_mean = impala._global_sum(tf.stop_gradient(share), True) / replicas
     return share + tf.stop_gradient(global_mean - share)
+
+
+def _replicas_in_sync():
+    """N, the replicas of the `tf.distribute` replica context (1 outside)."""
+    context = tf.distribute.get_replica_context()
+    return 1 if context is None else context.num_replicas_in_sync
 
 
 @_register
@@ -403,14 +408,21 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
         return cls(**{k: v for k, v in config.items() if k != "dtype"})
 
 
+# The diagnostics that are reduced loss terms (shares of the batch's under a
+# strategy); the others are masked means over the valid steps.
+_LOSS_TERMS = tuple(d for d in impala.DIAGNOSTICS if d.endswith("_loss"))
+
+
 @_register
 class ImpalaMetric(keras.metrics.Mean):
     """One diagnostic of `ImpalaLoss` as a Keras metric (its mean over batches).
 
     Pass the loss the model is compiled with; the metric recomputes the
     diagnostics from (y_true, y_pred) on the local batch. `impala_metrics`
-    builds all of them. Under a `tf.distribute` strategy it averages the
-    replicas' local values, an empty replica's 0 included (docs/keras.md).
+    builds all of them. Under a `tf.distribute` strategy each replica adds
+    the whole batch's value (loss terms summed over the replicas, statistics
+    weighed by their valid steps) with weight 1 / N, so the metric is the one
+    device's even for a batch split unequally (docs/keras.md).
 
     Args:
       diagnostic: A key of `tf_vtrace.impala.DIAGNOSTICS`, e.g. ``"mean_rho"``.
@@ -433,9 +445,20 @@ class ImpalaMetric(keras.metrics.Mean):
         del sample_weight  # Already a mean over valid steps.
         y_true = tf.convert_to_tensor(y_true, tf.float32)
         y_pred = tf.cast(tf.convert_to_tensor(y_pred), tf.float32)
-        _, diagnostics = self.impala_loss.loss_and_diagnostics(
-            y_true, y_pred, cross_replica=False)
-        return super().update_state(diagnostics[self.diagnostic])
+        _, diagnostics = self.impala_loss.loss_and_diagnostics(y_true, y_pred)
+        value, replicas = diagnostics[self.diagnostic], _replicas_in_sync()
+        if replicas == 1:
+            return super().update_state(value)
+        if self.diagnostic in _LOSS_TERMS:  # a replica's share of the batch's
+            value = impala._global_sum(value, True)
+        else:  # a masked mean over the replica's valid steps
+            valid = tf.reduce_sum(tf.cast(tf.not_equal(
+                y_true[..., TARGET_COLUMNS.index("mask")], 0.), value.dtype))
+            value = tf.math.divide_no_nan(impala._global_sum(value * valid, True),
+                                          impala._global_sum(valid, True))
+        # Keras sums the replicas' totals and weights on reading: N adds of
+        # weight 1 / N count as the one device's single add of this batch.
+        return super().update_state(value, sample_weight=1. / replicas)
 
     def get_config(self):
         return {"diagnostic": self.diagnostic, "name": self.name,
