@@ -67,9 +67,9 @@ demo-ray:
 demo-eval: venv-demo
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_vtrace.agent evaluate $(DEMO_OUT)/policy --episodes 20
 
-# Three seeds of the demo run, with evaluation (docs/agent_seeds.json).
+# Ten seeds of the demo run, with evaluation (docs/agent_seeds.json).
 learn-full: venv
-	$(PY) -m benchmarks.learning.agent_learning seeds --seeds 0 1 2
+	$(PY) -m benchmarks.learning.agent_learning seeds --seeds 0 1 2 3 4 5 6 7 8 9
 
 # V-trace vs no correction at policy lags 0, 8, 32 (docs/agent_ablation.png).
 ablation: venv

@@ -3,13 +3,13 @@
     .venv/bin/python -m benchmarks.peers.bench_agent [--seeds 0 1 2] [--quick]
 
 Both learn CartPole-v1 on the same machine with the same number of envs
-(`--num-envs`, 32: the demo's), one run at a time, alternating which system
+(`--num-envs`: the demo's, `Config.num_envs`), one run at a time, alternating which system
 goes first from seed to seed so that a slow spell of a shared machine hits
 both. Each run is a fresh process, timed from its start (imports, Ray and
 the env runners included: what a user waits for):
 
 * ours: ``python -m tf_vtrace.agent train`` with the demo's defaults and
-  budget (`--our-env-steps`, 500k);
+  budget (`--our-env-steps`, `Config.total_env_steps`);
 * RLlib: `benchmarks/peers/rllib_impala.py` in the RLlib venv
   (``.venv-bench-rllib``, built by ``make bench-agent`` from
   ``requirements-rllib.txt``), its tuned CartPole IMPALA settings, stopped
@@ -39,6 +39,7 @@ import time
 import numpy as np
 
 from benchmarks import harness
+from tf_vtrace.agent.config import Config
 
 RLLIB_PY = ".venv-bench-rllib/bin/python"
 OURS = "tf_vtrace"
@@ -226,9 +227,10 @@ def plot(records, path, target):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--num-envs", type=int, default=32)
+    parser.add_argument("--num-envs", type=int, default=Config.num_envs)
     parser.add_argument("--target", type=float, default=450.)
-    parser.add_argument("--our-env-steps", type=int, default=500_000)
+    parser.add_argument("--our-env-steps", type=int,
+                        default=Config.total_env_steps)
     parser.add_argument("--rllib-env-steps", type=int, default=3_000_000)
     parser.add_argument("--max-seconds", type=float, default=1200.)
     parser.add_argument("--systems", nargs="+", default=[OURS, RLLIB],

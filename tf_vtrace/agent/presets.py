@@ -1,8 +1,9 @@
 """Named configurations for the CLI's ``--preset`` (flags given after it win).
 
-* ``cartpole``: the `Config` defaults (CartPole-v1, 500k env steps).
+* ``cartpole``: the `Config` defaults (CartPole-v1, 300k env steps).
 * ``acrobot``: Acrobot-v1 (reward −1 per step until the tip swings above the
-  bar, 500-step limit): the defaults' MLP and step size, 500k env steps.
+  bar, 500-step limit): the defaults' MLP, 32 envs × 20 steps, Adam 1e-3,
+  500k env steps.
 * ``minatar-breakout`` (and ``-space-invaders``, ``-freeway``, ``-asterix``):
   MinAtar games (the `minatar` extra) with `networks.grid_cnn`, 5M env steps
   as in the MinAtar paper's baselines (Young & Tian 2019), 32 envs × 20
@@ -18,7 +19,8 @@ _MINATAR = dict(num_envs=32, unroll_length=20, total_env_steps=5_000_000,
 
 PRESETS = {
     "cartpole": {},
-    "acrobot": dict(env_id="Acrobot-v1", total_env_steps=500_000),
+    "acrobot": dict(env_id="Acrobot-v1", num_envs=32, learning_rate=1e-3,
+                    total_env_steps=500_000),
     **{f"minatar-{name}": dict(_MINATAR, env_id=f"MinAtar/{game}-v1")
        for name, game in (("breakout", "Breakout"),
                           ("space-invaders", "SpaceInvaders"),
