@@ -358,21 +358,32 @@ def test_loss_equals_the_float64_reference(env_name, reduction):
     assert (discounts_at_last == 0).any()
     assert (discounts_at_last == 1).any() or env_name == "multi_head"
 
-    loss_info = agent.loss(experience)
     target_logits = tf.nest.map_structure(
         lambda d: d.logits_parameter(),
         agent.actor_network(experience.observation, experience.step_type, ())[0])
     values = agent.value_network(experience.observation, experience.step_type, ())[0]
+    loss_info, rhos = assert_loss_matches_reference(
+        agent, experience, target_logits, values, env.action_spec(), options,
+        clips)
+    np.testing.assert_allclose(float(loss_info.extra.mean_rho), rhos.mean(),
+                               rtol=1e-5)
+
+
+def assert_loss_matches_reference(agent, experience, target_logits, values,
+                                  action_spec, options, clips):
+    """`agent.loss(experience)` and its terms against `reference_loss` of the
+    learner's `target_logits` and `values` (γ = 0.95), every clip active;
+    returns the loss info and the reference's ρ."""
+    loss_info = agent.loss(experience)
     want, terms, rhos = reference_loss(
-        experience, target_logits, values, env.action_spec(), gamma=0.95,
+        experience, target_logits, values, action_spec, gamma=0.95,
         **options, **clips)
     assert (rhos > 1.2).any() and (rhos < 0.8).any()  # every clip is active
     np.testing.assert_allclose(float(loss_info.loss), want, rtol=2e-5)
     for name, value in terms.items():
         np.testing.assert_allclose(float(getattr(loss_info.extra, name)), value,
                                    rtol=2e-5, atol=1e-6)
-    np.testing.assert_allclose(float(loss_info.extra.mean_rho), rhos.mean(),
-                               rtol=1e-5)
+    return loss_info, rhos
 
 
 def test_a_boundary_splits_the_loss_into_its_two_episodes(cartpole):
