@@ -10,6 +10,9 @@ in the legend).
 
     # make stateless-benchmark:
     python -m benchmarks.learning.stateless_cartpole --seeds 0 1 2 --steps 1000000
+    # the shared LSTM core with a lighter value loss (docs/agent.md):
+    python -m benchmarks.learning.stateless_cartpole --baseline-cost 0.05 \
+        --runs-dir runs/stateless-cartpole-bc005
     # smoke:
     python -m benchmarks.learning.stateless_cartpole --seeds 0 --steps 20000
 """
@@ -65,6 +68,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=1_000_000)
+    parser.add_argument("--baseline-cost", type=float, default=None,
+                        help="both networks' Config.baseline_cost (default: "
+                             "Config's)")
     parser.add_argument("--runs-dir", default="runs/stateless-cartpole")
     parser.add_argument("--out", default=None,
                         help="JSON and PNG path stem (default: in --runs-dir)")
@@ -72,12 +78,14 @@ def main():
     runs_dir = pathlib.Path(args.runs_dir)
     runs_dir.mkdir(parents=True, exist_ok=True)
     records = []
+    common = ([] if args.baseline_cost is None
+              else ["--baseline-cost", str(args.baseline_cost)])
     for seed in args.seeds:
         for name, flags in CORES:
             name_dir = f"{name.lower()}-seed{seed}"
             record = run(runs_dir / name_dir, "--env-id", STATELESS_CARTPOLE_ID,
                          "--seed", str(seed), "--total-env-steps",
-                         str(args.steps), *flags)
+                         str(args.steps), *flags, *common)
             records.append(dict(record, network=name, seed=seed, run=name_dir))
     stem = pathlib.Path(args.out) if args.out else runs_dir / "stateless_cartpole"
     stem.with_suffix(".json").write_text(json.dumps(records, indent=1))

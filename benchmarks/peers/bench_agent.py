@@ -267,9 +267,21 @@ def main(argv=None):
         json.dump({"argv": sys.argv, "nproc": os.cpu_count(),
                    "records": records}, handle, indent=1)
     with open(os.path.join(destination, "bench_agent.md"), "w") as handle:
-        handle.write(report + "\n")
+        handle.write(page(report, sys.argv))
     plot(records, os.path.join(destination, "bench_agent.png"), args.target)
     return 0
+
+
+def page(report, argv):
+    """The markdown page of one sitting: what ran, the table, the plot."""
+    return (
+        "# Agent benchmark: tf_vtrace against RLlib IMPALA\n\n"
+        "Written by `make bench-agent` (benchmarks/peers/bench_agent.py); "
+        "how to read it and the goals: [Performance](performance.md).\n\n"
+        "Command: `python -m benchmarks.peers.bench_agent "
+        f"{' '.join(argv[1:])}` on {os.cpu_count()} cores.\n\n"
+        f"{report}\n\n![mean training return against wall time and env "
+        "steps](bench_agent.png)\n")
 
 
 if __name__ == "__main__":
