@@ -9,8 +9,9 @@ weights to the actor after every batch, another evaluates the greedy policy
 (`keras.callbacks.EarlyStopping` with `restore_best_weights`, which are
 evaluated again on 20 new episodes at the end), and `keras.callbacks.TensorBoard`
 writes the loss, the `impala_metrics` and the actor's statistics (episode
-return, policy lag, env steps). Hyperparameters are those of the project's
-own pipeline (`tf_vtrace.agent.config.Config`): 500k env steps, lr 1e-3
+return, policy lag, env steps). Hyperparameters are those the project's own
+pipeline (`tf_vtrace.agent.config.Config`) had before its asynchronous
+retuning: 500k env steps, lr 1e-3
 decayed linearly to 0, entropy 0.01, baseline 0.5, gradient norm clipped to
 0.5. Keras 3 (the actor is `tf_vtrace.agent.actor.LocalActor`, a Keras 3
 network). 3–6 minutes on two loaded CPU cores (docs/keras.md#measured);

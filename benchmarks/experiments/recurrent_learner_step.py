@@ -1,6 +1,6 @@
 """The recurrent learner step's cost against the feed-forward one.
 
-At the demo's sizes (32 envs × 20 steps, CartPole, widths (64, 64); the LSTM
+At the earlier demo's sizes (32 envs × 20 steps, CartPole, widths (64, 64); the LSTM
 network: a torso of (64, 64), an LSTM of `--core-size` units), each learner
 is warmed up (compiled) on a real unroll of its own actor, then timed in
 alternating rounds of `--steps` updates, so that both see the same load.
