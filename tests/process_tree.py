@@ -2,17 +2,22 @@
 import glob
 
 
+def _read(path):
+    """The file's text, or "" when its process or thread exited between
+    listing and reading (threads come and go while TF runs)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def actor_pids(parent):
     """PIDs of the spawned actor processes of process `parent` (not
     multiprocessing's resource tracker, not zombies)."""
     pids = []
     for children in glob.glob(f"/proc/{parent}/task/*/children"):
-        with open(children) as handle:
-            for pid in handle.read().split():
-                try:
-                    with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                        if b"spawn_main" in cmdline.read():
-                            pids.append(int(pid))
-                except OSError:
-                    pass  # Exited meanwhile.
+        for pid in _read(children).split():
+            if "spawn_main" in _read(f"/proc/{pid}/cmdline"):
+                pids.append(int(pid))
     return pids

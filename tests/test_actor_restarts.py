@@ -24,19 +24,23 @@ def _kill_twice(first_pid, timeout=240):
     """In a thread: SIGKILLs `first_pid`, then the next actor process this
     process starts (its replacement), before it can give an unroll (it is
     still importing TensorFlow)."""
+    killed = []
+
     def kill():
         os.kill(first_pid, signal.SIGKILL)
+        killed.append(first_pid)
         deadline = time.time() + timeout
         while time.time() < deadline:
             new = [pid for pid in actor_pids(os.getpid()) if pid != first_pid]
             if new:
                 os.kill(new[0], signal.SIGKILL)
+                killed.append(new[0])
                 return
             time.sleep(0.05)
 
     thread = threading.Thread(target=kill, daemon=True)
     thread.start()
-    return thread
+    return thread, killed
 
 
 def test_a_killed_actor_process_is_replaced_until_it_fails_twice_in_a_row():
@@ -53,12 +57,15 @@ def test_a_killed_actor_process_is_replaced_until_it_fails_twice_in_a_row():
         assert int(actors.collect()["policy_version"]) == 4
         assert actors.restarts_per_actor == [1]
         # The unroll in between reset the count: two more deaths in a row.
-        killer = _kill_twice(actors._processes[0].pid)
-        with pytest.raises(backends.ActorFailure,
-                           match=r"(?s)actor 0 failed 2 times in a row .*"
-                                 r"max_actor_failures=2.*exit code -9"):
-            actors.collect()
-        killer.join(10)
+        killer, killed = _kill_twice(actors._processes[0].pid)
+        try:
+            with pytest.raises(backends.ActorFailure,
+                               match=r"(?s)actor 0 failed 2 times in a row .*"
+                                     r"max_actor_failures=2.*exit code -9"):
+                actors.collect()
+        finally:
+            killer.join(10)
+        assert len(killed) == 2, f"the killer thread killed only {killed}"
         assert actors.restarts_per_actor == [2]
     finally:
         actors.close()
