@@ -92,7 +92,10 @@ def test_actors_run_ahead_by_the_queue_and_act_exactly_the_updates():
     actors = backends.ThreadActors(config, start_update=2)
     try:
         actors.set_weights(_weights(config), 2)
-        _wait_until(lambda: actors._queue.full(), "a full queue")
+        # Queue full and the third unroll acted: the thread waits on `put`
+        # (under load acting it can take longer than the sleep below).
+        _wait_until(lambda: actors._queue.full() and actors._acting == 3
+                    and actors._waiting, "a full queue and a waiting actor")
         idle = actors.idle_seconds()
         time.sleep(0.5)
         assert actors.idle_seconds() - idle > 0.4  # waiting on the full queue
