@@ -135,3 +135,13 @@ def test_an_interrupted_swap_of_the_best_policy_is_completed(tmp_path):
 def test_bad_evaluation_settings_name_the_field(field, value):
     with pytest.raises(ValueError, match=rf"Config\.{field} must be an integer"):
         EVALUATED.replace(**{field: value})
+
+
+def test_a_recurrent_policy_is_evaluated_with_its_core_state(tmp_path):
+    config = EVALUATED.replace(core="lstm", core_size=8, hidden_sizes=(8,),
+                               eval_every=96)
+    summary = train_lib.train(config, str(tmp_path), progress=False)
+    rows = _rows(tmp_path)
+    assert rows[:, 0].tolist() == [96, 192]
+    assert _evaluate(tmp_path / "policy_best") == summary["eval_greedy_best"]
+    assert _evaluate(tmp_path / "policy") == summary["eval_greedy_last"]

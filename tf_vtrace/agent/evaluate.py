@@ -131,11 +131,14 @@ class TrainingEvaluation:
     `Config.eval_every` env steps or was the run's last; `run` then plays
     `Config.eval_episodes` greedy episodes with the learner's current
     weights (envs seeded `EVAL_SEED` + i) and, when their mean return is at
-    least the best so far, exports the weights to ``policy_best/`` (with
-    ``best.json``: env steps, update, mean return). Ties go to the later
+    least the best so far, keeps a copy of the weights. Ties go to the later
     policy (on CartPole many evaluations reach the 500 cap; the later one
-    has learned longer). The new best replaces the old one by renames, so a
-    kill leaves one complete ``policy_best/``.
+    has learned longer). `write_best` (the loop calls it with each
+    checkpoint and at the end) exports a new best to ``policy_best/`` with
+    ``best.json`` (env steps, update, mean return): one export per
+    checkpoint at most, and the best on disk is never newer than the
+    checkpoint beside it. The new best replaces the old one by renames, so
+    a kill leaves one complete ``policy_best/``.
 
     Args:
       config: The run's `Config`.
@@ -157,6 +160,7 @@ class TrainingEvaluation:
                                                          metadata)
         self.path = os.path.join(out_dir, "policy_best")
         self.best = None  # best.json's dict
+        self._best_weights = None  # Of a best not written yet.
         self.last_return, self.seconds, self.count = None, 0., 0
         if resume_env_steps is not None:
             self._resume(out_dir, resume_env_steps)
@@ -190,27 +194,38 @@ class TrainingEvaluation:
         if self.best is None or self.last_return >= self.best["greedy_return"]:
             self.best = {"env_steps": int(env_steps), "update": int(update),
                          "greedy_return": self.last_return}
-            self._export_best()
+            self._best_weights = self._model.get_weights()
         self.seconds += time.perf_counter() - start
         self.count += 1
         return returns
 
-    def _export_best(self):
+    def write_best(self):
+        """Exports the best policy if it changed since the last call."""
+        if self._best_weights is None:
+            return
+        start = time.perf_counter()
         tmp, old = self.path + ".tmp", self.path + ".old"
         shutil.rmtree(tmp, ignore_errors=True)
-        export.export_policy(self._model, tmp, self._head_sizes,
-                             dict(self._metadata, best=self.best))
+        current = self._model.get_weights()
+        self._model.set_weights(self._best_weights)
+        try:
+            export.export_policy(self._model, tmp, self._head_sizes,
+                                 dict(self._metadata, best=self.best))
+        finally:
+            self._model.set_weights(current)
         with open(os.path.join(tmp, "best.json"), "w") as handle:
             json.dump(self.best, handle)
         if os.path.isdir(self.path):
             os.replace(self.path, old)
         os.replace(tmp, self.path)
         shutil.rmtree(old, ignore_errors=True)
+        self._best_weights = None
+        self.seconds += time.perf_counter() - start
 
     def summary(self):
         """The evaluation's part of ``summary.json`` (the whole run's, a
         resumed one's evaluations before the resume included; ``eval_s``:
-        this process's)."""
+        this process's time evaluating and exporting)."""
         best = self.best or {}
         return {"eval_greedy_last": self.last_return,
                 "eval_greedy_best": best.get("greedy_return"),

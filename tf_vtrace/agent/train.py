@@ -415,6 +415,8 @@ class _UpdateLoop:
         self.checkpoints.save(
             self.counters.updates,
             _run_dir.encode_state(state, self.history.kept()))
+        if self.evaluation is not None:
+            self.evaluation.write_best()
 
     def _close(self):
         self.loop_end = time.time()
