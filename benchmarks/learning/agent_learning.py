@@ -107,6 +107,43 @@ def seeds_table(records):
 SETTINGS = (("V-trace", []), ("no correction", ["--no-correction"]))
 
 
+def plot_seeds(records, runs_dir, png_path, window=100):
+    """Per seed: the training return (running mean of `window` episodes)
+    and, for runs with evaluations, the greedy evaluations with the kept
+    best marked."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (train_axis, eval_axis) = plt.subplots(1, 2, figsize=(13, 4.5),
+                                                   sharey=True)
+    colours = plt.get_cmap("tab20")
+    for i, r in enumerate(records):
+        run_dir = runs_dir / f"seed{r['seed']}"
+        steps, returns = recording.read_episodes(run_dir / "episodes.csv")
+        train_axis.plot(steps, recording.running_mean(returns, window),
+                        color=colours(i % 20), linewidth=1,
+                        label=f"seed {r['seed']}")
+        steps, means = recording.read_evaluations(run_dir / "evaluations.csv")
+        eval_axis.plot(steps, means, ".-", color=colours(i % 20), linewidth=1)
+        if r.get("eval_best_env_steps") is not None:
+            eval_axis.plot(r["eval_best_env_steps"], r["eval_greedy_best"], "*",
+                           color=colours(i % 20), markersize=11,
+                           markeredgecolor="black")
+    train_axis.set_title(f"training return (mean of last {window} episodes)")
+    eval_axis.set_title("greedy evaluation during training (10 episodes; "
+                        "★ the kept best)")
+    for axis in (train_axis, eval_axis):
+        axis.axhline(TARGET, color="grey", linestyle="--", linewidth=0.8)
+        axis.set_xlabel("environment steps")
+        axis.grid(alpha=0.3)
+    train_axis.set_ylabel("return")
+    train_axis.legend(fontsize=6, ncol=2, loc="lower right")
+    figure.suptitle(f"CartPole-v1, default Config, {len(records)} seeds")
+    figure.tight_layout()
+    figure.savefig(png_path, dpi=90)
+
+
 def plot_ablation(records, runs_dir, png_path, window=100):
     import matplotlib
     matplotlib.use("Agg")
@@ -177,6 +214,8 @@ def main():
     stem.with_suffix(".json").write_text(json.dumps(records, indent=1))
     if args.mode == "ablation":
         plot_ablation(records, runs_dir, stem.with_suffix(".png"))
+    else:
+        plot_seeds(records, runs_dir, stem.with_suffix(".png"))
 
 
 if __name__ == "__main__":
