@@ -56,20 +56,28 @@ DEMO_OUT ?= runs/demo
 BACKEND ?= thread
 NUM_ACTORS ?= 1
 VECTOR_ENV ?= gymnasium
+# Greedy evaluation every 25k env steps, the best policy kept (policy_best/).
+EVAL_EVERY ?= 25000
 demo: venv-demo $(if $(filter ray,$(BACKEND)),venv-ray) $(if $(filter envpool,$(VECTOR_ENV)),venv-envpool)
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_vtrace.agent train --env CartPole-v1 --out $(DEMO_OUT) \
-		--backend $(BACKEND) --num-actors $(NUM_ACTORS) --vector-env $(VECTOR_ENV) --restart
+		--backend $(BACKEND) --num-actors $(NUM_ACTORS) --vector-env $(VECTOR_ENV) \
+		--eval-every $(EVAL_EVERY) --restart
 	$(MAKE) --no-print-directory demo-eval
 
 demo-ray:
 	$(MAKE) --no-print-directory demo BACKEND=ray NUM_ACTORS=2 DEMO_OUT=runs/demo-ray
 
+# The final policy, then the best one of the evaluations during training,
+# each on 20 new episodes.
 demo-eval: venv-demo
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_vtrace.agent evaluate $(DEMO_OUT)/policy --episodes 20
+	if [ -d $(DEMO_OUT)/policy_best ]; then TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_vtrace.agent \
+		evaluate $(DEMO_OUT)/policy_best --episodes 20; fi
 
 # Ten seeds of the demo run, with evaluation (docs/agent_seeds.json).
 learn-full: venv
-	$(PY) -m benchmarks.learning.agent_learning seeds --seeds 0 1 2 3 4 5 6 7 8 9
+	$(PY) -m benchmarks.learning.agent_learning seeds --seeds 0 1 2 3 4 5 6 7 8 9 \
+		--eval-every $(EVAL_EVERY)
 
 # V-trace vs no correction at policy lags 0, 8, 32 (docs/agent_ablation.png).
 ablation: venv

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from tf_vtrace import _checks, _options, impala
 
-__all__ = ["VTraceModule", "export_policy", "split_heads"]
+__all__ = ["VTraceModule", "export_policy", "policy_module", "split_heads"]
 
 
 def _spec(shape, name, dtype=tf.float32):
@@ -202,6 +202,29 @@ class _PolicyModule(tf.Module):
                     sampled_action=tf.stack(sampled, axis=-1))
 
 
+def policy_module(model, head_sizes=None, metadata=None):
+    """The `tf.Module` that `export_policy` saves, not saved: its ``act`` is
+    the exported one, so a policy can be evaluated in process (as the agent
+    does during training) exactly as it will act once exported.
+
+    Args and the ``act`` function: as `export_policy`.
+
+    Returns:
+      A `tf.Module` with ``act`` (a `tf.function`), ``head_sizes``,
+      ``metadata`` and, for a recurrent model, ``core_state_shape``.
+
+    Raises:
+      ValueError: `head_sizes` do not sum to the model's logits.
+    """
+    num_logits = int(model.outputs[0].shape[-1])
+    head_sizes = (num_logits,) if head_sizes is None else tuple(
+        int(h) for h in head_sizes)
+    if sum(head_sizes) != num_logits:
+        raise ValueError(f"`head_sizes` {head_sizes} must sum to the model's "
+                         f"{num_logits} logits.")
+    return _PolicyModule(model, head_sizes, metadata or {})
+
+
 def export_policy(model, path, head_sizes=None, metadata=None):
     """Writes a trained policy as a SavedModel with one ``act`` signature.
 
@@ -244,13 +267,7 @@ def export_policy(model, path, head_sizes=None, metadata=None):
       >>> out["greedy_action"].shape, out["value"].shape
       (TensorShape([3, 1]), TensorShape([3]))
     """
-    num_logits = int(model.outputs[0].shape[-1])
-    head_sizes = (num_logits,) if head_sizes is None else tuple(
-        int(h) for h in head_sizes)
-    if sum(head_sizes) != num_logits:
-        raise ValueError(f"`head_sizes` {head_sizes} must sum to the model's "
-                         f"{num_logits} logits.")
-    module = _PolicyModule(model, head_sizes, metadata or {})
+    module = policy_module(model, head_sizes, metadata)
     tf.saved_model.save(module, str(path),
                         signatures={"serving_default": module.act})
     return str(path)

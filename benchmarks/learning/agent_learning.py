@@ -8,10 +8,11 @@ also draws the figure.
     python -m benchmarks.learning.agent_learning seeds --seeds 0 1 ... 9      # make learn-full
     python -m benchmarks.learning.agent_learning ablation --seeds 0 1 2       # make ablation
 
-`seeds` trains CartPole-v1 with the default Config (300k env steps) and prints
-a markdown table per seed (eval returns, the env step at which the training
-return, the mean of the last 100 episodes, first reached 475, env steps, wall
-and CPU seconds).
+`seeds` trains CartPole-v1 with the default Config (300k env steps; `make
+learn-full` adds `make demo`'s `--eval-every`: greedy evaluations keeping the
+best policy) and prints a markdown table per seed (eval returns of the final and
+of the best policy, the env step at which the training return, the mean of
+the last 100 episodes, first reached 475, env steps, wall and CPU seconds).
 `ablation` trains V-trace and no correction (ρ = c = 1) at each policy lag
 of `--lags`, `--steps` env steps each, and plots the running mean return of the
 training episodes (mean over seeds, shaded min–max) in one PNG.
@@ -63,6 +64,9 @@ def run(out, *flags):
         extra = ["--sampled"] if mode == "sampled" else []
         record[f"eval_{mode}"] = _agent("evaluate", str(out / "policy"),
                                         "--episodes", "20", *extra)["mean_return"]
+    if (out / "policy_best").is_dir():  # Runs with --eval-every.
+        record["eval_greedy_best_policy"] = _agent(
+            "evaluate", str(out / "policy_best"), "--episodes", "20")["mean_return"]
     record["flags"] = list(flags)
     record["env_steps_to_target"] = steps_to_target(out / "episodes.csv")
     cached.write_text(json.dumps(record))
@@ -82,21 +86,62 @@ def steps_to_target(episodes_csv, target=TARGET):
 
 def seeds_table(records):
     """The markdown table of the seeds runs."""
-    lines = ["| seed | eval return, greedy (20 ep.) | eval return, sampled (20 ep.) "
+    lines = ["| seed | greedy, best policy (20 new ep.) | kept at env step "
+             "| greedy, final policy (20 ep.) | sampled, final policy (20 ep.) "
              f"| training return (last 100) | env steps to {TARGET:.0f} | env steps "
              "| wall s (training process) | CPU s (training process) |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in records:
         to_target = (f"{r['env_steps_to_target']:,}"
                      if r["env_steps_to_target"] is not None else "not reached")
+        best = r.get("eval_greedy_best_policy")
         lines.append(
-            f"| {r['seed']} | {r['eval_greedy']:.1f} | {r['eval_sampled']:.1f} "
+            f"| {r['seed']} | {'—' if best is None else f'{best:.1f}'} "
+            f"| {r.get('eval_best_env_steps') or '—'} "
+            f"| {r['eval_greedy']:.1f} | {r['eval_sampled']:.1f} "
             f"| {r['mean_return_last_100']:.1f} | {to_target} | {r['env_steps']:,} "
             f"| {r['process_wall_s']:.0f} | {r['process_cpu_s']:.0f} |")
     return "\n".join(lines)
 
 
 SETTINGS = (("V-trace", []), ("no correction", ["--no-correction"]))
+
+
+def plot_seeds(records, runs_dir, png_path, window=100):
+    """Per seed: the training return (running mean of `window` episodes)
+    and, for runs with evaluations, the greedy evaluations with the kept
+    best marked."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (train_axis, eval_axis) = plt.subplots(1, 2, figsize=(13, 4.5),
+                                                   sharey=True)
+    colours = plt.get_cmap("tab20")
+    for i, r in enumerate(records):
+        run_dir = runs_dir / f"seed{r['seed']}"
+        steps, returns = recording.read_episodes(run_dir / "episodes.csv")
+        train_axis.plot(steps, recording.running_mean(returns, window),
+                        color=colours(i % 20), linewidth=1,
+                        label=f"seed {r['seed']}")
+        steps, means = recording.read_evaluations(run_dir / "evaluations.csv")
+        eval_axis.plot(steps, means, ".-", color=colours(i % 20), linewidth=1)
+        if r.get("eval_best_env_steps") is not None:
+            eval_axis.plot(r["eval_best_env_steps"], r["eval_greedy_best"], "*",
+                           color=colours(i % 20), markersize=11,
+                           markeredgecolor="black")
+    train_axis.set_title(f"training return (mean of last {window} episodes)")
+    eval_axis.set_title("greedy evaluation during training (10 episodes; "
+                        "★ the kept best)")
+    for axis in (train_axis, eval_axis):
+        axis.axhline(TARGET, color="grey", linestyle="--", linewidth=0.8)
+        axis.set_xlabel("environment steps")
+        axis.grid(alpha=0.3)
+    train_axis.set_ylabel("return")
+    train_axis.legend(fontsize=6, ncol=2, loc="lower right")
+    figure.suptitle(f"CartPole-v1, default Config, {len(records)} seeds")
+    figure.tight_layout()
+    figure.savefig(png_path, dpi=90)
 
 
 def plot_ablation(records, runs_dir, png_path, window=100):
@@ -140,6 +185,8 @@ def main():
     parser.add_argument("--steps", type=int, default=None,
                         help="env steps per run (default 500000)")
     parser.add_argument("--lags", type=int, nargs="+", default=[0, 8, 32])
+    parser.add_argument("--eval-every", type=int, default=0,
+                        help="seeds: greedy evaluations during training")
     parser.add_argument("--runs-dir", default="runs")
     parser.add_argument("--out", default=None, help="JSON (and PNG) path stem")
     args = parser.parse_args()
@@ -150,7 +197,8 @@ def main():
         steps = args.steps or Config.total_env_steps
         for seed in args.seeds:
             records.append(run(runs_dir / f"seed{seed}", "--seed", str(seed),
-                               "--total-env-steps", str(steps)))
+                               "--total-env-steps", str(steps),
+                               "--eval-every", str(args.eval_every)))
         print(seeds_table(records))
     else:
         steps = args.steps or 500_000
@@ -166,6 +214,8 @@ def main():
     stem.with_suffix(".json").write_text(json.dumps(records, indent=1))
     if args.mode == "ablation":
         plot_ablation(records, runs_dir, stem.with_suffix(".png"))
+    else:
+        plot_seeds(records, runs_dir, stem.with_suffix(".png"))
 
 
 if __name__ == "__main__":

@@ -128,7 +128,7 @@ def _evaluate(args):
         print(f"error: {error}", file=sys.stderr)
         return 2
     mode = "sampled" if args.sampled else "greedy"
-    print(f"{mode} policy, {len(returns)} episodes: mean return "
+    print(f"{args.policy}: {mode}, {len(returns)} episodes: mean return "
           f"{returns.mean():.1f} (min {returns.min():.0f}, max {returns.max():.0f})")
     print(json.dumps({"mode": mode, "episodes": len(returns),
                       "mean_return": float(returns.mean()),

@@ -23,7 +23,9 @@ import tensorflow as tf
 
 # What a run writes into its directory (`--restart` removes these only).
 OUTPUTS = ("config.json", "episodes.csv", "summary.json",
-           "learning_curve.png", "checkpoints", "tensorboard", "policy")
+           "learning_curve.png", "checkpoints", "tensorboard", "policy",
+           "evaluations.csv", "policy_best", "policy_best.tmp",
+           "policy_best.old")
 
 
 class RunDirectoryError(RuntimeError):

@@ -96,6 +96,12 @@ class Config:
         its last traceback) when an actor of the ``"process"`` or ``"ray"``
         backend has died or failed this many times in a row; fewer are
         replaced by a fresh actor with the current weights.
+      eval_every: Evaluate the greedy policy every this many env steps and
+        at the end of the run, and keep the best one in ``policy_best/``
+        (`tf_vtrace.agent.evaluate.TrainingEvaluation`); 0: never (the
+        default, as in RLlib and SB3; `make demo` uses 50000).
+      eval_episodes: Episodes per evaluation (one env each, played at
+        once).
     """
 
     env_id: str = "CartPole-v1"
@@ -124,6 +130,8 @@ class Config:
     strategy: str = "none"
     max_nonfinite_updates: int = 10
     max_actor_failures: int = 3
+    eval_every: int = 0
+    eval_episodes: int = 10
 
     def __post_init__(self):
         def integer(field, minimum):
@@ -142,6 +150,8 @@ class Config:
         integer("max_nonfinite_updates", 1)
         integer("max_actor_failures", 1)
         integer("core_size", 1)
+        integer("eval_every", 0)
+        integer("eval_episodes", 1)
         _require(self.core in CORES, "core", f"one of {CORES}", self.core)
         _require(self.backend in BACKENDS, "backend", f"one of {BACKENDS}",
                  self.backend)

@@ -1,20 +1,38 @@
-"""Evaluate an exported policy (a SavedModel from `export_policy`).
+"""Greedy evaluation: of an exported policy, and during training.
 
-Only `tf.saved_model.load` and gymnasium are used to act: what is evaluated is
-exactly what was exported. Each of the `episodes` envs (seeds seed, seed + 1,
-...) plays one full episode. A recurrent policy's core state starts at zeros
-and is fed back at every step.
+`evaluate` loads a SavedModel from `export_policy`: only `tf.saved_model.load`
+and gymnasium are used to act, so what is evaluated is exactly what was
+exported. Each of the `episodes` envs (seeds seed, seed + 1, ...) plays one
+full episode. A recurrent policy's core state starts at zeros and is fed
+back at every step.
+
+`TrainingEvaluation` evaluates the learner's current weights the same way
+(the unsaved `tf_vtrace.export.policy_module`, the ``act`` an export would
+have) every `Config.eval_every` env steps and keeps the best policy, as
+SB3's ``EvalCallback`` and RLlib's ``evaluation_interval`` do: the sampled
+training return lags behind the greedy policy and swings with it.
 """
 
 import json
 import os
+import shutil
+import time
 
 import numpy as np
 import tensorflow as tf
 
+from tf_vtrace import export
 from tf_vtrace.agent import envs as envs_lib
+from tf_vtrace.agent import recording
 
-__all__ = ["PolicyError", "evaluate"]
+__all__ = ["EVAL_SEED", "PolicyError", "TrainingEvaluation", "evaluate",
+           "play_episodes"]
+
+# The seed of the episodes `TrainingEvaluation` plays (env i: EVAL_SEED + i):
+# the same episodes at every evaluation, neither the training envs' nor
+# `evaluate`'s default (10_000 + i), so a kept best policy is then measured
+# on episodes it was not selected on.
+EVAL_SEED = 1_000_000
 
 
 class PolicyError(ValueError):
@@ -57,10 +75,32 @@ def evaluate(policy_path, episodes=20, greedy=True, seed=10_000, env_id=None):
       PolicyError: `policy_path` is missing or not a readable policy.
     """
     policy, metadata = _load_policy(policy_path)
-    env_id = env_id or metadata["env_id"]
-    tf.random.set_seed(seed)
+    tf.random.set_seed(seed)  # The sampled actions of `greedy=False`.
+    return play_episodes(policy, env_id or metadata["env_id"], episodes,
+                         greedy=greedy, seed=seed,
+                         max_episode_steps=metadata.get("max_episode_steps"))
+
+
+def play_episodes(policy, env_id, episodes, greedy=True, seed=10_000,
+                  max_episode_steps=None):
+    """The returns of `episodes` episodes, one per env, played in parallel.
+
+    Args:
+      policy: What `tf.saved_model.load` gives for an exported policy, or
+        the unsaved `tf_vtrace.export.policy_module`: its ``act`` is called
+        on a batch of observations (and the core state, when it has
+        ``core_state_shape``).
+      env_id: The gymnasium id.
+      episodes: Number of episodes.
+      greedy: Act with the most likely action per head; False: sample.
+      seed: Env i is seeded seed + i.
+      max_episode_steps: Override the env's time limit (None: its own).
+
+    Returns:
+      A float64 numpy array of `episodes` returns.
+    """
     vector_env, observations = envs_lib.make_vector_env(
-        env_id, episodes, seed, metadata.get("max_episode_steps"))
+        env_id, episodes, seed, max_episode_steps)
     action_key = "greedy_action" if greedy else "sampled_action"
     returns = np.zeros(episodes)
     running = np.ones(episodes, bool)
@@ -82,3 +122,133 @@ def evaluate(policy_path, episodes=20, greedy=True, seed=10_000, env_id=None):
     finally:
         vector_env.close()
     return returns
+
+
+class TrainingEvaluation:
+    """Greedy evaluation during training, keeping the best policy.
+
+    `due` says whether the update that just ended crossed a multiple of
+    `Config.eval_every` env steps or was the run's last; `run` then plays
+    `Config.eval_episodes` greedy episodes with the learner's current
+    weights (envs seeded `EVAL_SEED` + i) and, when their mean return is at
+    least the best so far, keeps a copy of the weights. Ties go to the later
+    policy (on CartPole many evaluations reach the 500 cap; the later one
+    has learned longer). `write_best` (the loop calls it with each
+    checkpoint and at the end) exports a new best to ``policy_best/`` with
+    ``best.json`` (env steps, update, mean return): one export per
+    checkpoint at most, and the best on disk is never newer than the
+    checkpoint beside it. The new best replaces the old one by renames, so
+    a kill leaves one complete ``policy_best/``.
+
+    Args:
+      config: The run's `Config`.
+      model: The learner's network (evaluated as it is at each `run`).
+      head_sizes: Actions per head.
+      out_dir: The run directory.
+      resume_env_steps: None in a new run; else the env steps of the
+        checkpoint the run resumes from. A ``policy_best/`` from after it
+        (a killed process's, whose updates are done again) is removed.
+    """
+
+    def __init__(self, config, model, head_sizes, out_dir,
+                 resume_env_steps=None):
+        self.config = config
+        metadata = {"env_id": config.env_id,
+                    "max_episode_steps": config.max_episode_steps}
+        self._policy = export.policy_module(model, head_sizes, metadata)
+        self._model, self._head_sizes, self._metadata = (model, head_sizes,
+                                                         metadata)
+        self.path = os.path.join(out_dir, "policy_best")
+        self.best = None  # best.json's dict
+        self._best_weights = None  # Of a best not written yet.
+        self.last_return, self.seconds, self.count = None, 0., 0
+        if resume_env_steps is not None:
+            self._resume(out_dir, resume_env_steps)
+
+    def _resume(self, out_dir, env_steps):
+        """The best policy and the evaluations up to `env_steps`."""
+        _recover(self.path)
+        self.best = _read_best(self.path)
+        if self.best and self.best["env_steps"] > env_steps:
+            shutil.rmtree(self.path)
+            self.best = None
+        steps, means = recording.read_evaluations(
+            os.path.join(out_dir, "evaluations.csv"))
+        means = means[steps <= env_steps]
+        self.count = len(means)
+        self.last_return = float(means[-1]) if len(means) else None
+
+    def due(self, env_steps, last):
+        """Whether to evaluate after the update that ended at `env_steps`
+        (`last`: the run's last update)."""
+        every, steps = self.config.eval_every, self.config.steps_per_update
+        return last or env_steps // every > (env_steps - steps) // every
+
+    def run(self, env_steps, update):
+        """Evaluates the current weights; returns the episodes' returns."""
+        start = time.perf_counter()
+        returns = play_episodes(self._policy, self.config.env_id,
+                                self.config.eval_episodes, seed=EVAL_SEED,
+                                max_episode_steps=self.config.max_episode_steps)
+        self.last_return = float(returns.mean())
+        if self.best is None or self.last_return >= self.best["greedy_return"]:
+            self.best = {"env_steps": int(env_steps), "update": int(update),
+                         "greedy_return": self.last_return}
+            self._best_weights = self._model.get_weights()
+        self.seconds += time.perf_counter() - start
+        self.count += 1
+        return returns
+
+    def write_best(self):
+        """Exports the best policy if it changed since the last call."""
+        if self._best_weights is None:
+            return
+        start = time.perf_counter()
+        tmp, old = self.path + ".tmp", self.path + ".old"
+        shutil.rmtree(tmp, ignore_errors=True)
+        current = self._model.get_weights()
+        self._model.set_weights(self._best_weights)
+        try:
+            export.export_policy(self._model, tmp, self._head_sizes,
+                                 dict(self._metadata, best=self.best))
+        finally:
+            self._model.set_weights(current)
+        with open(os.path.join(tmp, "best.json"), "w") as handle:
+            json.dump(self.best, handle)
+        if os.path.isdir(self.path):
+            os.replace(self.path, old)
+        os.replace(tmp, self.path)
+        shutil.rmtree(old, ignore_errors=True)
+        self._best_weights = None
+        self.seconds += time.perf_counter() - start
+
+    def summary(self):
+        """The evaluation's part of ``summary.json`` (the whole run's, a
+        resumed one's evaluations before the resume included; ``eval_s``:
+        this process's time evaluating and exporting)."""
+        best = self.best or {}
+        return {"eval_greedy_last": self.last_return,
+                "eval_greedy_best": best.get("greedy_return"),
+                "eval_best_env_steps": best.get("env_steps"),
+                "evaluations": self.count,
+                "eval_s": round(self.seconds, 1)}
+
+
+def _recover(path):
+    """Completes a best-policy swap a kill interrupted: the old one back if
+    the new one is not in place; a half-written new one removed."""
+    shutil.rmtree(path + ".tmp", ignore_errors=True)
+    if os.path.isdir(path + ".old"):
+        if os.path.isdir(path):
+            shutil.rmtree(path + ".old")
+        else:
+            os.replace(path + ".old", path)
+
+
+def _read_best(path):
+    """``best.json`` of the best policy at `path`, or None."""
+    try:
+        with open(os.path.join(path, "best.json")) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None

@@ -2,12 +2,17 @@
 
 * ``episodes.csv``: one row per finished episode (env steps at the end of its
   unroll, return, length);
+* ``evaluations.csv``: one row per greedy evaluation during training
+  (`Config.eval_every`, `tf_vtrace.agent.evaluate.TrainingEvaluation`): env
+  steps, learner update, mean, min and max return of its episodes;
 * ``tensorboard/``: scalars per learner update (every `every` updates): the
   recent mean return, the loss terms and diagnostics of `impala_loss`
   (ρ clip fraction, mean ρ, entropy, KL), the policy lag, the throughput,
-  the skipped (non-finite) updates and the actor restarts so far;
+  the skipped (non-finite) updates and the actor restarts so far; and the
+  greedy evaluations' mean and min return (``eval/``);
 * ``learning_curve.png``: the episode returns and their running mean against
-  env steps (matplotlib, Agg backend, no display needed).
+  env steps, and the greedy evaluations (matplotlib, Agg backend, no display
+  needed).
 """
 
 import collections
@@ -18,9 +23,13 @@ import os
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["Recorder", "plot_learning_curve", "read_episodes", "running_mean"]
+__all__ = ["Recorder", "plot_learning_curve", "read_episodes",
+           "read_evaluations", "running_mean"]
 
 RECENT_EPISODES = 100
+EPISODES_HEADER = ("env_steps", "return", "length")
+EVALUATIONS_HEADER = ("env_steps", "update", "mean_return", "min_return",
+                      "max_return")
 
 
 def running_mean(values, window):
@@ -52,13 +61,28 @@ def read_episodes(path):
             np.array([float(r["return"]) for r in rows]))
 
 
-def plot_learning_curve(episodes_csv, png_path, title=None):
-    """Plots returns and their running mean (window 100) against env steps.
+def read_evaluations(path):
+    """(env_steps, mean returns) numpy arrays from an ``evaluations.csv``
+    (empty where the file is missing: a run without `Config.eval_every`)."""
+    if not os.path.exists(path):
+        return np.zeros(0), np.zeros(0)
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return (np.array([float(r["env_steps"]) for r in rows]),
+            np.array([float(r["mean_return"]) for r in rows]))
+
+
+def plot_learning_curve(episodes_csv, png_path, title=None,
+                        evaluations_csv=None):
+    """Plots returns and their running mean (window 100) against env steps,
+    and the greedy evaluations' mean returns where there are some.
 
     Args:
       episodes_csv: An ``episodes.csv`` written by `Recorder`.
       png_path: Where to write the PNG.
       title: The figure title.
+      evaluations_csv: An ``evaluations.csv`` written by `Recorder` (None or
+        missing: no evaluations drawn).
     """
     import matplotlib
     matplotlib.use("Agg")
@@ -70,6 +94,10 @@ def plot_learning_curve(episodes_csv, png_path, title=None):
     if len(returns):
         axes.plot(steps, running_mean(returns, RECENT_EPISODES),
                   label=f"mean of last {RECENT_EPISODES}")
+    eval_steps, eval_returns = read_evaluations(evaluations_csv or "")
+    if len(eval_returns):
+        axes.plot(eval_steps, eval_returns, "o-", color="black", markersize=4,
+                  linewidth=1, label="greedy evaluation (mean)")
     axes.set_xlabel("environment steps")
     axes.set_ylabel("episode return")
     axes.set_title(title or "learning curve")
@@ -92,25 +120,31 @@ class Recorder:
         ``episodes.csv`` and ``tensorboard/`` hold after that env step (the
         work a killed process did after its last checkpoint, done again
         now) is removed, and both continue from there.
+      evaluations: The run evaluates during training: ``evaluations.csv``
+        is written (and truncated like ``episodes.csv`` on a resume).
     """
 
-    def __init__(self, out_dir, every=10, resume=None):
+    def __init__(self, out_dir, every=10, resume=None, evaluations=False):
         self.out_dir = out_dir
         self.every = every
         self.episodes_path = os.path.join(out_dir, "episodes.csv")
         self.recent_returns = collections.deque(maxlen=RECENT_EPISODES)
         self.updates = 0
-        if resume is None:
-            self._episodes_file = open(self.episodes_path, "w", newline="")
-            self._episodes = csv.writer(self._episodes_file)
-            self._episodes.writerow(["env_steps", "return", "length"])
+        self.evaluations_path = os.path.join(out_dir, "evaluations.csv")
+        if resume is None:  # New files: their headers.
+            _truncate_csv(self.episodes_path, EPISODES_HEADER, -1)
+            if evaluations:
+                _truncate_csv(self.evaluations_path, EVALUATIONS_HEADER, -1)
         else:
             env_steps, self.updates = resume
-            kept = _truncate_episodes(self.episodes_path, env_steps)
+            kept = _truncate_csv(self.episodes_path, EPISODES_HEADER, env_steps)
             self.recent_returns.extend(float(row[1]) for row in kept)
+            if evaluations:
+                _truncate_csv(self.evaluations_path, EVALUATIONS_HEADER,
+                              env_steps)
             _truncate_events(os.path.join(out_dir, "tensorboard"), env_steps)
-            self._episodes_file = open(self.episodes_path, "a", newline="")
-            self._episodes = csv.writer(self._episodes_file)
+        self._episodes_file = open(self.episodes_path, "a", newline="")
+        self._episodes = csv.writer(self._episodes_file)
         self._writer = tf.summary.create_file_writer(
             os.path.join(out_dir, "tensorboard"))
 
@@ -136,6 +170,18 @@ class Recorder:
             for key, value in dict(diagnostics, **counters).items():
                 tf.summary.scalar(f"learner/{key}", value)
 
+    def record_evaluation(self, env_steps, update, returns):
+        """Logs one greedy evaluation (its episodes' `returns`) to
+        ``evaluations.csv`` (on disk at once: evaluations are rare) and
+        TensorBoard."""
+        row = [env_steps, update, float(np.mean(returns)),
+               float(np.min(returns)), float(np.max(returns))]
+        with open(self.evaluations_path, "a", newline="") as handle:
+            csv.writer(handle).writerow(row)
+        with self._writer.as_default(step=env_steps):
+            tf.summary.scalar("eval/greedy_return", row[2])
+            tf.summary.scalar("eval/greedy_return_min", row[3])
+
     def flush(self):
         """Puts everything recorded so far on disk (before a checkpoint:
         what a resumed run keeps must be there)."""
@@ -149,26 +195,29 @@ class Recorder:
         self._writer.flush()
         self._writer.close()
         plot_learning_curve(self.episodes_path,
-                            os.path.join(self.out_dir, "learning_curve.png"))
+                            os.path.join(self.out_dir, "learning_curve.png"),
+                            evaluations_csv=self.evaluations_path)
 
 
-def _truncate_episodes(path, env_steps):
-    """Keeps the complete rows of ``episodes.csv`` up to `env_steps` (a
-    killed process may have left a half-written last line); returns them."""
+def _truncate_csv(path, header, env_steps):
+    """Keeps the complete rows of the CSV at `path` (columns `header`, the
+    first env steps) up to `env_steps` (a killed process may have left a
+    half-written last line); returns them. A missing file is written with
+    the header only."""
     kept = []
     if os.path.exists(path):
         with open(path, newline="") as handle:
             for row in list(csv.reader(handle))[1:]:
                 try:  # Every field of a complete row parses.
-                    steps, _, _ = float(row[0]), float(row[1]), int(row[2])
-                except (ValueError, IndexError):
+                    values = [float(field) for field in row]
+                except ValueError:
                     break  # The cut-off last line.
-                if steps > env_steps:
+                if len(values) != len(header) or values[0] > env_steps:
                     break
                 kept.append(row)
     with open(path + ".tmp", "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["env_steps", "return", "length"])
+        writer.writerow(header)
         writer.writerows(kept)
     os.replace(path + ".tmp", path)
     return kept

@@ -15,6 +15,9 @@ learns (`tf_vtrace.agent.backends`). It writes into `out_dir`:
   and the loop's state (counters, the policy-lag weight history) every
   ``config.checkpoint_every`` updates and at the end, the last two kept;
 * ``policy/``: the SavedModel of `tf_vtrace.export.export_policy`;
+* with ``config.eval_every``: ``evaluations.csv`` and ``policy_best/``, the
+  policy of the best greedy evaluation (`tf_vtrace.agent.evaluate.
+  TrainingEvaluation`; the chief only in a multi-worker run);
 * ``summary.json``: env steps, updates, wall and process CPU seconds, the
   final mean return, whether the run was interrupted (``stop_signal``) or
   stopped by an error (``error``), the updates skipped because they were
@@ -24,8 +27,10 @@ learns (`tf_vtrace.agent.backends`). It writes into `out_dir`:
   value), the loop's env steps/s and learner steps/s after the first
   update (which also compiles the learner step and waits for the actors to
   start), the fractions of that time the learner waited for unrolls and the
-  actors for the learner (`_Idle`), and the unrolls dropped at a stop
-  (``discarded_unrolls``).
+  actors for the learner (`_Idle`), the unrolls dropped at a stop
+  (``discarded_unrolls``), and with ``config.eval_every`` the last and best
+  greedy evaluation (``eval_greedy_last``, ``eval_greedy_best``,
+  ``eval_best_env_steps``, ``evaluations``, ``eval_s``).
 
 With ``config.strategy`` other than ``"none"`` the learner's strategy is
 built first, before any TensorFlow op (``"multi_worker"`` fails otherwise).
@@ -61,6 +66,7 @@ import time
 
 from tf_vtrace import export
 from tf_vtrace.agent import _run_dir, backends, envs, policy_lag, recording
+from tf_vtrace.agent import evaluate as evaluate_lib
 from tf_vtrace.agent import learner as learner_lib
 
 __all__ = ["NonFiniteUpdates", "RunDirectoryError", "actor_learner_step",
@@ -292,18 +298,22 @@ class _UpdateLoop:
         self.lags = collections.Counter(
             {int(k): n for k, n in self.counters.lags.items()})
         self.interrupted, self.stop_signal, self.error = False, None, None
+        self.evaluation = None  # Set by `run`.
         self.warm_start = self.loop_start = self.loop_end = None
         self.idle = _Idle(config)
         # The current streak of skipped updates, and what was non-finite.
         self.streak, self.streak_names = 0, set()
 
-    def run(self, actor, progress):
-        """Runs the updates left with `actor` (closed at the end)."""
+    def run(self, actor, progress, evaluation=None):
+        """Runs the updates left with `actor` (closed at the end), evaluating
+        with `evaluation` (a `TrainingEvaluation`, or None) when it is due."""
         self.actor, self.loop_start = actor, time.time()
+        self.evaluation = evaluation
         counters = self.counters
         self.recorder = recording.Recorder(
             self.out_dir, resume=((counters.env_steps, counters.updates)
-                                  if self.resumed else None))
+                                  if self.resumed else None),
+            evaluations=evaluation is not None)
         self.bar = _progress_bar(self.config, progress, counters.env_steps)
         if self.resumed:
             self.bar.write(f"resuming at update {counters.updates} "
@@ -345,14 +355,25 @@ class _UpdateLoop:
         self.recorder.record(counters.env_steps, unroll, diagnostics,
                              dict(rates, skipped_updates=counters.skipped,
                                   actor_restarts=sum(self._restarts())))
+        self._evaluate_if_due()
         self.bar.update(config.steps_per_update)
-        self.bar.set_postfix(
-            {"env/s": f"{rates['env_steps_per_s']:.0f}",
-             "learn/s": f"{rates['learner_steps_per_s']:.1f}",
-             "lag": f"{diagnostics['policy_lag']:.0f}",
-             "return": f"{self.recorder.mean_return:.1f}"}, refresh=False)
+        postfix = {"env/s": f"{rates['env_steps_per_s']:.0f}",
+                   "learn/s": f"{rates['learner_steps_per_s']:.1f}",
+                   "lag": f"{diagnostics['policy_lag']:.0f}",
+                   "return": f"{self.recorder.mean_return:.1f}"}
+        if self.evaluation is not None and self.evaluation.last_return is not None:
+            postfix["greedy"] = f"{self.evaluation.last_return:.1f}"
+        self.bar.set_postfix(postfix, refresh=False)
         if counters.updates % config.checkpoint_every == 0:
             self._save()
+
+    def _evaluate_if_due(self):
+        counters = self.counters
+        if self.evaluation is not None and self.evaluation.due(
+                counters.env_steps, counters.updates == self.config.num_updates):
+            returns = self.evaluation.run(counters.env_steps, counters.updates)
+            self.recorder.record_evaluation(counters.env_steps,
+                                            counters.updates, returns)
 
     @property
     def start_steps(self):
@@ -394,6 +415,8 @@ class _UpdateLoop:
         self.checkpoints.save(
             self.counters.updates,
             _run_dir.encode_state(state, self.history.kept()))
+        if self.evaluation is not None:
+            self.evaluation.write_best()
 
     def _close(self):
         self.loop_end = time.time()
@@ -422,6 +445,7 @@ class _UpdateLoop:
             **_warm_rates(self.warm_start, self.loop_end, counters.env_steps,
                           counters.updates),
             **self.idle.fractions(),
+            **(self.evaluation.summary() if self.evaluation else {}),
         }
 
 
@@ -482,9 +506,14 @@ def train(config, out_dir, progress=True, restart=False):
     learner = learner_lib.Learner(config, observation_space, head_sizes,
                                   strategy=strategy)
     loop = _UpdateLoop(config, out_dir, learner, resumed)
+    evaluation = None
+    if config.eval_every and worker_index == 0:
+        evaluation = evaluate_lib.TrainingEvaluation(
+            config, learner.model, head_sizes, out_dir,
+            loop.counters.env_steps if resumed else None)
     loop.run(backends.make_actors(config, worker_index=worker_index,
                                   start_update=loop.counters.updates),
-             progress)
+             progress, evaluation)
     export.export_policy(
         learner.model, os.path.join(out_dir, "policy"), head_sizes,
         metadata={"env_id": config.env_id,
