@@ -109,9 +109,12 @@ def play_episodes(policy, env_id, episodes, greedy=True, seed=10_000,
     state = ([np.zeros([episodes, *policy.core_state_shape.numpy()],
                        np.float32)]
              if hasattr(policy, "core_state_shape") else [])
+    # The concrete function: a `tf.function` call binds its arguments and
+    # looks up the trace each time (see `actor._concrete_policy`).
+    act = policy.act.get_concrete_function()
     try:
         while running.any():
-            out = policy.act(observations.astype(np.float32), *state)
+            out = act(tf.constant(observations, tf.float32), *state)
             actions = out[action_key]
             state = [out["core_state"]] if state else []
             observations, rewards, terminated, truncated, _ = vector_env.step(
