@@ -391,7 +391,11 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
         head (its size is read from `y_pred`).
       dist_class: None (Categorical; packed actions are cast back to int) or a
         registered-serializable callable building a tfp distribution.
-      jit_compile: Compile the V-trace recursion with XLA.
+      jit_compile: Compile with XLA (default). With Categorical heads and
+        packed tensors the whole loss runs as one XLA call: the unpacking of
+        `y_true` and `y_pred`, the log-probs, V-trace, the terms and, in
+        `fit`, d loss / d `y_pred`, whether or not the model compiles with
+        XLA (docs/performance.md, "Keras `fit`").
       name: The loss name.
 
     Examples:
