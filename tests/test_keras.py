@@ -289,3 +289,39 @@ def test_fit_with_xla_compiled_train_step():
 def test_backup_and_restore_resumes_an_interrupted_fit_exactly(tmp_path):
     import keras_resume
     keras_resume.check_resume_matches_uninterrupted(str(tmp_path / "backup"))
+
+
+@pytest.mark.parametrize("in_function", [False, True])
+def test_packed_call_matches_the_unpacked_loss_and_gradient(in_function):
+    """The one-call path (packed y_true and y_pred, unpacked inside XLA) gives
+    the loss and d loss / d y_pred of the unpacked path (dict y_pred, the
+    record path of `impala_loss`), with padding and a time limit in play."""
+    _, data = _batch(seed=4)
+    rng = np.random.default_rng(4)
+    mask = np.ones([B, T], np.float32)
+    mask[1, 3:] = 0.
+    truncated = np.zeros([B, T], np.float32)
+    truncated[2, 1] = 1.
+    y_true = pack_targets(**data, mask=mask, truncated=truncated,
+                          truncation_values=rng.normal(size=(B, T)).astype(np.float32))
+    y_pred = tf.Variable(rng.normal(size=(B, T + 1, A + 1)).astype(np.float32))
+    loss = ImpalaLoss(entropy_cost=0.01, kl_cost=0.1, reduction="masked_mean",
+                      lambda_=0.9)
+
+    def loss_and_gradient(packed):
+        with tf.GradientTape() as tape:
+            prediction = tf.convert_to_tensor(y_pred)
+            if not packed:
+                prediction = {"policy_logits": prediction[..., :A],
+                              "values": prediction[..., A]}
+            value = loss(y_true, prediction)
+        return value, tape.gradient(value, y_pred)
+
+    if in_function:
+        loss_and_gradient = tf.function(loss_and_gradient)
+    packed_loss, packed_grad = loss_and_gradient(True)
+    loss_value, grad = loss_and_gradient(False)
+    np.testing.assert_allclose(float(packed_loss), float(loss_value), rtol=LOSS_RTOL)
+    np.testing.assert_allclose(packed_grad.numpy(), grad.numpy(), rtol=LOSS_RTOL,
+                               atol=LOSS_RTOL * float(tf.reduce_max(tf.abs(grad))))
+    assert float(tf.reduce_max(tf.abs(packed_grad[1, 4:, :]))) == 0.  # padded steps

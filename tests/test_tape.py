@@ -39,3 +39,30 @@ def test_fallback_cuts_the_gradient(monkeypatch):
         y = _tape.call_unrecorded(lambda v: [v * v, 2 * v], x)
     assert [float(v) for v in y] == [9.0, 6.0]
     assert tape.gradient(y, x) is None
+
+
+def test_private_flat_call_is_found_and_matches_the_public_call():
+    assert _tape.FLAT_CALLS, (
+        "ConcreteFunction._call_flat(tensor_inputs, captured_inputs) moved in "
+        "this TensorFlow: update tf_vtrace/_tape.py (eager calls then take the "
+        "public, slower call).")
+    concrete = tf.function(lambda a, b: [a * b, a + b]).get_concrete_function(
+        tf.TensorSpec([None]), tf.TensorSpec([None]))
+    x, y = tf.constant([2.0, 3.0]), tf.constant([4.0, 5.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        flat = _tape.call_concrete_unrecorded(concrete, [x, y])
+    assert [v.numpy().tolist() for v in flat] == [[8.0, 15.0], [6.0, 8.0]]
+    assert tape.gradient(flat, x) is None  # not recorded
+
+
+def test_flat_call_fallback_is_the_public_call(monkeypatch):
+    monkeypatch.setattr(_tape, "FLAT_CALLS", False)
+    concrete = tf.function(lambda a: [a * a]).get_concrete_function(
+        tf.TensorSpec([None]))
+    x = tf.constant([3.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        out = _tape.call_concrete_unrecorded(concrete, [x])
+    assert out[0].numpy().tolist() == [9.0]
+    assert tape.gradient(out, x) is None

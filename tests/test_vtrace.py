@@ -815,3 +815,49 @@ def test_leaky_from_logits_matches_reference():
     np.testing.assert_allclose(out.vs.numpy(), vs, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(out.pg_advantages.numpy(), pg, rtol=1e-10,
                                atol=1e-12)
+
+
+def test_eager_calls_of_a_checked_signature_go_straight_to_the_kernel():
+    """The second eager call of a signature skips the shape checks (cached
+    per signature), yet gives the reference's numbers for each call's own
+    values and hyperparameters, still checks the Python numbers, and a new
+    shape is checked in full again."""
+    from tf_vtrace import vtrace
+    rng = np.random.default_rng(3)
+    T, B = 6, 4
+
+    def batch():
+        return [tf.constant(rng.normal(size=shape).astype(np.float32)) for shape in
+                ((T, B), (T, B), (T, B), (T, B), (B,))]
+
+    vtrace._EAGER_KERNELS.clear()
+    for step in range(3):  # the first call checks in full, the others are cached
+        log_rhos, discounts, rewards, values, bootstrap = batch()
+        discounts = tf.abs(discounts) / 2
+        out = tf_vtrace.from_importance_weights(
+            log_rhos, discounts, rewards, values, bootstrap,
+            clip_rho_threshold=1.5 + step, lambda_=0.9)
+        expected_vs, expected_pg = vtrace_reference(
+            log_rhos.numpy(), discounts.numpy(), rewards.numpy(), values.numpy(),
+            bootstrap.numpy(), clip_rho_threshold=1.5 + step, lambda_=0.9)
+        assert_close_to_rounding(out.vs.numpy(), expected_vs, np.float32, n_reduced=T)
+        assert_close_to_rounding(out.pg_advantages.numpy(), expected_pg, np.float32,
+                                 n_reduced=T)
+        assert len(vtrace._EAGER_KERNELS) == 1
+    with pytest.raises(ValueError, match="`clip_rho_threshold` must be a positive"):
+        tf_vtrace.from_importance_weights(log_rhos, discounts, rewards, values,
+                                          bootstrap, clip_rho_threshold=-1.0)
+    with pytest.raises(ValueError, match="`lambda_` must be in"):
+        tf_vtrace.from_importance_weights(log_rhos, discounts, rewards, values,
+                                          bootstrap, lambda_=1.5)
+    with pytest.raises(ValueError, match="must have the same size or size 1"):
+        tf_vtrace.from_importance_weights(log_rhos[:, :3], discounts, rewards, values,
+                                          bootstrap)
+    with pytest.raises(ValueError, match="scan"):
+        tf_vtrace.from_importance_weights(log_rhos, discounts, rewards, values,
+                                          bootstrap, scan="fast")
+    with tf.GradientTape() as tape:  # cached or not, targets carry no gradient
+        tape.watch(values)
+        out = tf_vtrace.from_importance_weights(log_rhos, discounts, rewards, values,
+                                                bootstrap)
+    assert tape.gradient(out.vs, values) is None

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from tf_vtrace import _checks, _tape, _tensors
 
-__all__ = ["fused_loss_sums"]
+__all__ = ["compiled_call", "fused_loss_sums"]
 
 
 def _as_tensors(value):
@@ -85,15 +85,34 @@ def _split_for_compiling(inputs, options, costs):
     return tensors, static
 
 
-def _differentiable(input_tensors):
+def _records_loss_sums(static, tensors):
+    """`loss_sums` on the records rebuilt from their tensor fields (the body
+    of `fused_loss_sums`' compiled call)."""
+    loss_sums, with_diagnostics, records = static
+    records = [record._replace(**fields) for record, fields in zip(records, tensors)]
+    return loss_sums(*records, with_diagnostics)
+
+
+def _records_differentiable(tensors):
     """What the loss is differentiated with respect to: π's logits, V."""
-    return tf.nest.flatten(input_tensors["target_policy_logits"]) + [
-        input_tensors["values"]]
+    return tf.nest.flatten(tensors[0]["target_policy_logits"]) + [tensors[0]["values"]]
+
+
+def _checked_body(body, static, tensors):
+    """`body(static, tensors)` with the value checks it `require`s packed into
+    a code (`_checks.pack`; 0 when none) and its first output poisoned."""
+    with _checks.collecting() as checks:
+        outputs = body(static, tensors)
+    code = _checks.pack(checks)
+    if code is None:
+        code = tf.constant(0)
+    return (_checks.poison(code, outputs[0]), *outputs[1:]), code
 
 
 @functools.lru_cache(maxsize=32)
-def _compiled_loss_sums(loss_sums, static, with_diagnostics, with_gradients):
-    """`loss_sums` as one XLA function; with its gradient if asked.
+def _compiled_loss_sums(body, differentiable, static, with_gradients):
+    """`body(static, tensors)` as one XLA function; with the gradient of its
+    first output (a scalar) with respect to `differentiable(tensors)` if asked.
 
     The targets inside carry no gradient (the core's recursion is under
     stop_gradient), so the inner tape differentiates only the log-probs and
@@ -106,24 +125,14 @@ def _compiled_loss_sums(loss_sums, static, with_diagnostics, with_gradients):
     weights stay finite.
     """
     def call(tensors):
-        records = [record._replace(**fields) for record, fields in zip(static, tensors)]
-        with _checks.collecting() as checks:
-            if not with_gradients:
-                outputs = loss_sums(*records, with_diagnostics)
-            else:
-                differentiable = _differentiable(tensors[0])
-                with tf.GradientTape() as tape:
-                    tape.watch(differentiable)
-                    outputs = loss_sums(*records, with_diagnostics)
-                gradients = tape.gradient(
-                    outputs[0], differentiable,
-                    unconnected_gradients=tf.UnconnectedGradients.ZERO)
-        code = _checks.pack(checks)
-        if code is None:
-            code = tf.constant(0)
-        outputs = (_checks.poison(code, outputs[0]), *outputs[1:])
         if not with_gradients:
-            return outputs, code
+            return _checked_body(body, static, tensors)
+        wrt = differentiable(tensors)
+        with tf.GradientTape() as tape:
+            tape.watch(wrt)
+            outputs, code = _checked_body(body, static, tensors)
+        gradients = tape.gradient(outputs[0], wrt,
+                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
         ok = tf.equal(code, 0)
         return outputs, [tf.where(ok, g, tf.zeros_like(g)) for g in gradients], code
 
@@ -143,6 +152,29 @@ def _with_gradients(total, gradients, differentiable):
     return attach(*differentiable)
 
 
+def compiled_call(body, differentiable, static, tensors):
+    """`body(static, tensors)`, a tuple whose first output is a scalar, run as
+    one XLA call; under a tape the call also returns the gradient of that
+    scalar with respect to `differentiable(tensors)`, which a custom gradient
+    hands back.
+
+    `body` and `differentiable` are module-level functions and `static`
+    hashable: together they key the compiled function. Inside a caller's XLA
+    function XLA inlines the call (measured as fast as the same loss written
+    inline). Value checks are raised here (`_checks.raise_packed`).
+    """
+    if not _tape.may_record():
+        outputs, code = _compiled_loss_sums(body, differentiable, static, False)(tensors)
+        _checks.raise_packed(code)
+        return outputs
+    # Traced first: a tape opened while recording is paused would not record.
+    compiled = _compiled_loss_sums(
+        body, differentiable, static, True).get_concrete_function(tensors)
+    (total, *rest), gradients, code = _tape.call_unrecorded(compiled, tensors)
+    _checks.raise_packed(code)
+    return (_with_gradients(total, gradients, differentiable(tensors)), *rest)
+
+
 def fused_loss_sums(loss_sums, inputs, options, costs, with_diagnostics):
     """`loss_sums(inputs, options, costs, with_diagnostics)` in one XLA call,
     or None where that cannot run.
@@ -157,15 +189,5 @@ def fused_loss_sums(loss_sums, inputs, options, costs, with_diagnostics):
     if split is None:
         return None
     tensors, static = split
-    if not _tape.may_record():
-        outputs, code = _compiled_loss_sums(
-            loss_sums, static, with_diagnostics, False)(tensors)
-        _checks.raise_packed(code)
-        return outputs
-    # Traced first: a tape opened while recording is paused would not record.
-    compiled = _compiled_loss_sums(
-        loss_sums, static, with_diagnostics, True).get_concrete_function(tensors)
-    (total, *rest), gradients, code = _tape.call_unrecorded(compiled, tensors)
-    _checks.raise_packed(code)
-    differentiable = _differentiable(tensors[0])
-    return (_with_gradients(total, gradients, differentiable), *rest)
+    return compiled_call(_records_loss_sums, _records_differentiable,
+                         (loss_sums, with_diagnostics, static), tensors)

@@ -2,7 +2,8 @@
 
 PRIVATE TENSORFLOW API. `tensorflow.python.eager.record` is not part of TF's
 public API; this is the only module of tf_vtrace that imports from
-`tensorflow.python` (tests/test_tape.py fails loudly if the symbols move).
+`tensorflow.python` or calls a private method of TensorFlow's
+(tests/test_tape.py fails loudly if the symbols move).
 No public API replaces it: `tf.stop_gradient` and `tf.custom_gradient` still
 let an eager tape record the ops inside (and XLA cannot hand a compiled
 scan's intermediates to a backward pass), so the V-trace kernel and the fused
@@ -15,6 +16,7 @@ gradient at its outputs.
 """
 
 import contextlib
+import inspect
 
 import tensorflow as tf
 
@@ -26,7 +28,8 @@ except ImportError:  # pragma: no cover - only on a TensorFlow that moved it
     _record = None
     PAUSES = False
 
-__all__ = ["PAUSES", "may_record", "call_unrecorded", "in_xla_context"]
+__all__ = ["PAUSES", "FLAT_CALLS", "may_record", "call_unrecorded",
+           "call_concrete_unrecorded", "in_xla_context"]
 
 
 def may_record():
@@ -49,6 +52,36 @@ def call_unrecorded(fn, *args):
     if not PAUSES:
         outputs = tf.nest.map_structure(tf.stop_gradient, outputs)
     return outputs
+
+
+def _takes_flat_inputs():
+    """Whether concrete functions have `_call_flat(tensor_inputs, captured_inputs)`."""
+    try:
+        from tensorflow.python.eager.polymorphic_function import concrete_function  # PRIVATE TF API
+    except ImportError:  # pragma: no cover - only on a TensorFlow that moved it
+        return False
+    call_flat = getattr(concrete_function.ConcreteFunction, "_call_flat", None)
+    if not callable(call_flat):  # pragma: no cover - only on a TF that moved it
+        return False
+    parameters = list(inspect.signature(call_flat).parameters)
+    return parameters == ["self", "tensor_inputs", "captured_inputs"]
+
+
+FLAT_CALLS = PAUSES and _takes_flat_inputs()
+
+
+def call_concrete_unrecorded(concrete, tensors):
+    """`concrete(*tensors)` with no tape recording the call, for eager calls
+    whose flat tensor inputs (a list, dtypes exact) are known to match.
+
+    PRIVATE TF API: `ConcreteFunction._call_flat` skips the matching of the
+    arguments against the structured signature, about 130 µs of an eager
+    call (docs/performance.md). Without it, `call_unrecorded` (public call).
+    """
+    if not FLAT_CALLS:
+        return call_unrecorded(concrete, *tensors)
+    with _paused():
+        return concrete._call_flat(tensors, concrete.captured_inputs)  # PRIVATE TF API
 
 
 try:

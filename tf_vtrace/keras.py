@@ -24,7 +24,7 @@ import collections.abc
 
 import tensorflow as tf
 
-from tf_vtrace import _checks, _options, impala
+from tf_vtrace import _checks, _fused, _options, _tape, impala
 
 
 def _keras():
@@ -125,6 +125,19 @@ def pack_targets(actions, rewards, discounts, behaviour_policy_logits, *,
         return tf.concat([tf.stack(columns, axis=-1)] + logits, axis=-1)
 
 
+def _check_target_width(y_true, action_sizes):
+    """Raises unless `y_true` is [B, T, 5 + H + ΣP] for `action_sizes`."""
+    num_heads = len(action_sizes)
+    width = len(TARGET_COLUMNS) + num_heads + sum(action_sizes)
+    if y_true.shape.rank != 3 or y_true.shape[-1] not in (None, width):
+        raise ValueError(
+            f"`y_true` must be the [B, T, {width}] tensor of "
+            "`tf_vtrace.keras.pack_targets(actions, rewards, discounts, "
+            f"behaviour_policy_logits, ...)` for action_sizes {list(action_sizes)}"
+            f" ({len(TARGET_COLUMNS)} per-step columns, {num_heads} action "
+            f"column(s), {sum(action_sizes)} logits); got shape {y_true.shape}.")
+
+
 def unpack_targets(y_true, action_sizes):
     """Splits a `pack_targets` tensor into a dict of its named parts.
 
@@ -136,15 +149,8 @@ def unpack_targets(y_true, action_sizes):
       A dict with `TARGET_COLUMNS`' [B, T] tensors, ``actions`` and
       ``behaviour_policy_logits`` (lists with one tensor per head).
     """
+    _check_target_width(y_true, action_sizes)
     num_heads = len(action_sizes)
-    width = len(TARGET_COLUMNS) + num_heads + sum(action_sizes)
-    if y_true.shape.rank != 3 or y_true.shape[-1] not in (None, width):
-        raise ValueError(
-            f"`y_true` must be the [B, T, {width}] tensor of "
-            "`tf_vtrace.keras.pack_targets(actions, rewards, discounts, "
-            f"behaviour_policy_logits, ...)` for action_sizes {list(action_sizes)}"
-            f" ({len(TARGET_COLUMNS)} per-step columns, {num_heads} action "
-            f"column(s), {sum(action_sizes)} logits); got shape {y_true.shape}.")
     parts = {name: y_true[..., i] for i, name in enumerate(TARGET_COLUMNS)}
     start = len(TARGET_COLUMNS)
     parts["actions"] = [y_true[..., start + h] for h in range(num_heads)]
@@ -155,6 +161,22 @@ def unpack_targets(y_true, action_sizes):
         start += size
     parts["behaviour_policy_logits"] = logits
     return parts
+
+
+def _prediction_sizes(y_pred, action_sizes):
+    """The logits per head of the packed `y_pred` [B, T + 1, ΣP + 1], checked."""
+    if y_pred.shape.rank != 3 or y_pred.shape[-1] is None:
+        raise ValueError(
+            "`y_pred` must be [B, T + 1, ΣP + 1] with a known last axis: the "
+            "model's logits for T + 1 observations, then the value, e.g. "
+            "keras.layers.Concatenate()([logits, value]); got shape "
+            f"{y_pred.shape}.")
+    sizes = list(action_sizes or [y_pred.shape[-1] - 1])
+    if sum(sizes) + 1 != y_pred.shape[-1]:
+        raise ValueError(
+            f"`y_pred` has {y_pred.shape[-1]} channels but action_sizes {sizes} "
+            f"need {sum(sizes) + 1} (the logits of each head, then the value).")
+    return sizes
 
 
 def unpack_predictions(y_pred, action_sizes=None):
@@ -169,17 +191,7 @@ def unpack_predictions(y_pred, action_sizes=None):
       A dict with ``policy_logits`` (a list with one [B, T + 1, P] tensor per
       head) and ``values`` [B, T + 1].
     """
-    if y_pred.shape.rank != 3 or y_pred.shape[-1] is None:
-        raise ValueError(
-            "`y_pred` must be [B, T + 1, ΣP + 1] with a known last axis: the "
-            "model's logits for T + 1 observations, then the value, e.g. "
-            "keras.layers.Concatenate()([logits, value]); got shape "
-            f"{y_pred.shape}.")
-    sizes = list(action_sizes or [y_pred.shape[-1] - 1])
-    if sum(sizes) + 1 != y_pred.shape[-1]:
-        raise ValueError(
-            f"`y_pred` has {y_pred.shape[-1]} channels but action_sizes {sizes} "
-            f"need {sum(sizes) + 1} (the logits of each head, then the value).")
+    sizes = _prediction_sizes(y_pred, action_sizes)
     # `tf.split`, not slices: its gradient is a concat, where a slice's
     # (StridedSliceGrad) took 2.7 ms per slice at B=256, T=100, 18 actions.
     *logits, values = tf.split(y_pred, sizes + [1], axis=-1)
@@ -199,6 +211,100 @@ def _check_time_axes(y_true, y_pred):
             f"`y_pred` covers {observations} observations but `y_true` has "
             f"{steps} steps: the model must output T + 1 = {steps + 1} "
             "(the last value is the bootstrap value V(x_T)).")
+
+
+
+def _loss_inputs(y_true, y_pred, action_sizes, dist_class):
+    """The `impala_loss` inputs (`LossInputs`) from (packed or dict) y_true,
+    y_pred."""
+    if isinstance(y_pred, collections.abc.Mapping):
+        preds = {"policy_logits": _head_list(y_pred["policy_logits"]),
+                 "values": y_pred["values"]}
+    else:
+        preds = unpack_predictions(y_pred, action_sizes)
+    sizes = [p.shape[-1] for p in preds["policy_logits"]]
+    if isinstance(y_true, collections.abc.Mapping):
+        y_true = pack_targets(**y_true)
+    targets = unpack_targets(y_true, sizes)
+    _check_time_axes(y_true, preds["values"])
+    actions = targets["actions"]
+    if dist_class is None:
+        # Keras 3 casts y_true to float; the actions are exact small ints.
+        actions = [tf.cast(tf.round(a), tf.int32) for a in actions]
+    values, bootstrap_value = _split_last_step(preds["values"])
+    return _options.LossInputs(
+        behaviour_policy_logits=targets["behaviour_policy_logits"],
+        target_policy_logits=[_split_last_step(p)[0]
+                              for p in preds["policy_logits"]],
+        actions=actions, discounts=targets["discounts"],
+        rewards=targets["rewards"], values=values,
+        bootstrap_value=bootstrap_value, mask=targets["mask"],
+        truncated=targets["truncated"],
+        truncation_values=targets["truncation_values"])
+
+
+def _checked_packed(y_true, y_pred, action_sizes):
+    """The packed tensors held to their layout before the compiled call, whose
+    trace may not know their sizes: widths, T + 1 and B (a run-time assert
+    where unknown when traced, outside any XLA function)."""
+    _check_target_width(y_true, _prediction_sizes(y_pred, action_sizes))
+    _check_time_axes(y_true, y_pred)
+    if not y_true.shape[:1].is_compatible_with(y_pred.shape[:1]):
+        raise ValueError(
+            f"`y_true` has shape {y_true.shape} but `y_pred` has shape "
+            f"{y_pred.shape}: both hold the same B unrolls along axis 0.")
+    known = y_true.shape[:2].is_fully_defined() and y_pred.shape[:2].is_fully_defined()
+    if known or _tape.in_xla_context():
+        return y_true, y_pred
+    ok = tf.reduce_all(tf.equal(tf.shape(y_true)[:2] + [0, 1], tf.shape(y_pred)[:2]))
+    assertion = tf.debugging.Assert(ok, [
+        "`y_pred` must be [B, T + 1, ...] for `y_true` [B, T, ...]; shapes:",
+        tf.shape(y_true), tf.shape(y_pred)], name="tf_vtrace_packed_shapes")
+    return _checks.with_dependencies([assertion], [y_true, y_pred])
+
+
+def _packed_loss_sums(static, tensors):
+    """The summed loss and step counts from the packed (y_true, y_pred): the
+    body of `_packed_loss`' compiled call, unpacking included."""
+    action_sizes, options, costs = static[:3]
+    y_true, y_pred, valid = tensors
+    inputs = impala._checked_inputs(
+        _loss_inputs(y_true, y_pred, action_sizes, None)._replace(mask=valid), options)
+    total, _, counts, _ = impala._loss_sums(inputs, options, costs, False)
+    return total, counts
+
+
+def _packed_prediction(tensors):
+    return [tensors[1]]
+
+
+def _packed_loss(y_true, y_pred, action_sizes, options, costs):
+    """`ImpalaLoss`' loss in one XLA call that takes the packed y_true and
+    y_pred as they are and returns d loss / d y_pred whole: the unpacking
+    (slices and their gradient, a concat) runs inside the call, not as
+    separate ops of Keras' train step. None where that cannot run (a
+    `dist_class`, `jit_compile=False`, dict inputs, tensor options)."""
+    if (options.dist_class is not None or not options.jit_compile
+            or not (tf.is_tensor(y_true) and tf.is_tensor(y_pred))):
+        return None
+    # The widths key the compiled function too: its trace, relaxed to unknown
+    # B and T as new batches come, must still read the packed layout.
+    static = (None if action_sizes is None else tuple(action_sizes), options, costs,
+              y_true.shape[-1], y_pred.shape[-1])
+    try:
+        hash(static)
+    except TypeError:  # e.g. a cost held in a tf.Variable
+        return None
+    # A variable is read out here, where the caller's tape records the read.
+    y_true, y_pred = _checked_packed(tf.convert_to_tensor(y_true),
+                                     tf.convert_to_tensor(y_pred), action_sizes)
+    # The mask as bool out here: a compare fused into the loops that mask the
+    # logits kept XLA from vectorizing them (4x slower; docs/performance.md).
+    valid = tf.not_equal(y_true[..., TARGET_COLUMNS.index("mask")], 0.)
+    total, counts = _fused.compiled_call(
+        _packed_loss_sums, _packed_prediction, static, (y_true, y_pred, valid))
+    denominator = impala._denominator(costs.reduction, counts, costs.cross_replica)
+    return total if denominator is None else total / denominator
 
 
 class _VTraceOptionsOwner:
@@ -285,7 +391,11 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
         head (its size is read from `y_pred`).
       dist_class: None (Categorical; packed actions are cast back to int) or a
         registered-serializable callable building a tfp distribution.
-      jit_compile: Compile the V-trace recursion with XLA.
+      jit_compile: Compile with XLA (default). With Categorical heads and
+        packed tensors the whole loss runs as one XLA call: the unpacking of
+        `y_true` and `y_pred`, the log-probs, V-trace, the terms and, in
+        `fit`, d loss / d `y_pred`, whether or not the model compiles with
+        XLA (docs/performance.md, "Keras `fit`").
       name: The loss name.
 
     Examples:
@@ -328,30 +438,7 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
 
     def _unpack(self, y_true, y_pred):
         """The `impala_loss` arguments from (packed or dict) y_true, y_pred."""
-        if isinstance(y_pred, collections.abc.Mapping):
-            preds = {"policy_logits": _head_list(y_pred["policy_logits"]),
-                     "values": y_pred["values"]}
-        else:
-            preds = unpack_predictions(y_pred, self.action_sizes)
-        sizes = [p.shape[-1] for p in preds["policy_logits"]]
-        if isinstance(y_true, collections.abc.Mapping):
-            y_true = pack_targets(**y_true)
-        targets = unpack_targets(y_true, sizes)
-        _check_time_axes(y_true, preds["values"])
-        actions = targets["actions"]
-        if self.dist_class is None:
-            # Keras 3 casts y_true to float; the actions are exact small ints.
-            actions = [tf.cast(tf.round(a), tf.int32) for a in actions]
-        values, bootstrap_value = _split_last_step(preds["values"])
-        return _options.LossInputs(
-            behaviour_policy_logits=targets["behaviour_policy_logits"],
-            target_policy_logits=[_split_last_step(p)[0]
-                                  for p in preds["policy_logits"]],
-            actions=actions, discounts=targets["discounts"],
-            rewards=targets["rewards"], values=values,
-            bootstrap_value=bootstrap_value, mask=targets["mask"],
-            truncated=targets["truncated"],
-            truncation_values=targets["truncation_values"])
+        return _loss_inputs(y_true, y_pred, self.action_sizes, self.dist_class)
 
     def loss_and_diagnostics(self, y_true, y_pred, cross_replica=True):
         """`(loss, diagnostics)` as `tf_vtrace.impala.impala_loss` returns them.
@@ -389,9 +476,12 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         # The loss alone: its compiled call skips the diagnostics' work.
-        return _reported_as_global_mean(impala._loss_without_diagnostics(
-            self._unpack(y_true, y_pred), self._vtrace,
-            self._costs(cross_replica=True)))
+        costs = self._costs(cross_replica=True)
+        loss = _packed_loss(y_true, y_pred, self.action_sizes, self._vtrace, costs)
+        if loss is None:
+            loss = impala._loss_without_diagnostics(
+                self._unpack(y_true, y_pred), self._vtrace, costs)
+        return _reported_as_global_mean(loss)
 
     def get_config(self):
         config = self._costs(cross_replica=True)._asdict()

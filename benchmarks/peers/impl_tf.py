@@ -174,14 +174,17 @@ LEARNER_STEPS = {
 
 def build_learner_step(name, inputs):
     """IMPALA learner step: logits -> log-probs -> V-trace -> loss -> gradients."""
-    if name == "tf_vtrace ImpalaLoss in fit":
+    if name in ("tf_vtrace ImpalaLoss in fit", "tf_vtrace ImpalaLoss in tf_keras fit"):
+        # The Keras that tf.keras is: tf_keras in a worker started with
+        # TF_USE_LEGACY_KERAS=1 (run_peers.WORKER_ENV), else Keras 3.
         return build_keras_train_step(inputs)
     make_step, jit_compile = LEARNER_STEPS[name]
     return make_step(jit_compile)(*_tensors(inputs, LOGITS_KEYS))
 
 
 class _KerasStep:
-    """One Keras 3 `fit` step of `ImpalaLoss`, as `fit` runs it.
+    """One Keras `fit` step of `ImpalaLoss`, as `fit` runs it (Keras 3, or
+    tf_keras under TF_USE_LEGACY_KERAS=1), compiled with the defaults.
 
     The model's output is one variable holding the packed predictions
     [B, T + 1, A + 1] (π's logits and V for T + 1 observations, the last value

@@ -1,6 +1,7 @@
 """tf_vtrace against its peers, each in its own process and venv, in one run.
 
     .venv/bin/python -m benchmarks.peers.run_peers [--quick] [--base-only]
+        [--only NAME ...] [--baseline DIR]
 
 (`run_all.sh` makes the venvs.)
 
@@ -10,7 +11,12 @@ the same inputs; then the scaling runs (time and per-call peak memory) and the
 first-call latency of each implementation in a fresh process. Results also go
 to benchmarks/results/peers.json (for plot_scaling.py). `--base-only` times
 the three base cases alone (no scaling runs, no fresh-process probes) and
-saves benchmarks/results/peers_base.json.
+saves benchmarks/results/peers_base.json. `--only` runs the named
+implementations alone (with tf_vtrace and rlax, the references). `--baseline
+DIR` also runs every tf_vtrace row with the library of another checkout
+(e.g. a `git worktree` of the commit before a change) and this checkout's
+benchmark code, as "NAME (before)" rows that alternate with the others:
+before and after in one run.
 """
 
 import argparse
@@ -18,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -46,7 +53,13 @@ IMPLEMENTATIONS.update({
     "tf_vtrace impala_loss, all-true mask": (".venv", "impl_tf"),
     "tf_vtrace pipeline loss call": (".venv", "impl_tf"),
     "tf_vtrace ImpalaLoss in fit": (".venv", "impl_tf"),
+    "tf_vtrace ImpalaLoss in tf_keras fit": (".venv", "impl_tf"),
 })
+# Environment a worker needs (tf_keras replaces Keras 3 only when this is set
+# before TensorFlow is imported).
+WORKER_ENV = {"tf_vtrace ImpalaLoss in tf_keras fit": {"TF_USE_LEGACY_KERAS": "1"}}
+BEFORE = " (before)"  # suffix of the rows run from the --baseline checkout
+BASELINE_ROOT = None  # set by --baseline
 REFERENCE = "tf_vtrace"
 PEER = "rlax"  # the fastest peer so far: every row is also compared with it
 BASE_POINT = (100, 256)
@@ -63,17 +76,27 @@ for _T, _B in SCALING_POINTS[1:]:
 
 
 def runs_case(name, key):
-    return name in SCALING_IMPLEMENTATIONS or key in BASE_CASES
+    return _base_name(name) in SCALING_IMPLEMENTATIONS or key in BASE_CASES
+
+
+def _base_name(name):
+    return name[:-len(BEFORE)] if name.endswith(BEFORE) else name
+
+
+def _root(name):
+    """The checkout a worker runs from: a "(before)" row's is the baseline's."""
+    return BASELINE_ROOT if name.endswith(BEFORE) else REPO_ROOT
 
 
 def _python(name):
-    return os.path.join(REPO_ROOT, IMPLEMENTATIONS[name][0], "bin", "python")
+    return os.path.join(REPO_ROOT, IMPLEMENTATIONS[_base_name(name)][0], "bin", "python")
 
 
 def _worker_command(name, *extra):
-    module = IMPLEMENTATIONS[name][1]
-    # Run as a module from the checkout root (cwd=REPO_ROOT), as every benchmark is.
-    return [_python(name), "-m", "benchmarks.peers.worker", module, name, *extra]
+    module = IMPLEMENTATIONS[_base_name(name)][1]
+    # Run as a module from the checkout root (cwd), as every benchmark is.
+    return [_python(name), "-m", "benchmarks.peers.worker", module, _base_name(name),
+            *extra]
 
 
 class WorkerProcess:
@@ -83,14 +106,22 @@ class WorkerProcess:
         self.name = name
         self.process = subprocess.Popen(
             _worker_command(name), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, cwd=REPO_ROOT)
+            stderr=subprocess.DEVNULL, text=True, cwd=_root(name),
+            env=dict(os.environ, **WORKER_ENV.get(_base_name(name), {})))
 
     def wait_ready(self):
         return self._read()
 
     def request(self, op, **kwargs):
+        self.send(op, **kwargs)
+        return self._read()
+
+    def send(self, op, **kwargs):
+        """Sends a request; `reply` reads its answer (workers work meanwhile)."""
         self.process.stdin.write(json.dumps(dict(op=op, **kwargs)) + "\n")
         self.process.stdin.flush()
+
+    def reply(self):
         return self._read()
 
     def _read(self):
@@ -104,6 +135,31 @@ class WorkerProcess:
         self.process.stdin.write(json.dumps({"op": "exit"}) + "\n")
         self.process.stdin.close()
         self.process.wait(timeout=60)
+
+
+def baseline_root(checkout):
+    """A directory whose `benchmarks` is this checkout's and whose
+    `tf_vtrace` is `checkout`'s: a "(before)" worker runs from there."""
+    root = tempfile.mkdtemp(prefix="tf_vtrace_baseline_")
+    os.symlink(os.path.join(REPO_ROOT, "benchmarks"), os.path.join(root, "benchmarks"))
+    library = os.path.join(os.path.abspath(checkout), "tf_vtrace")
+    if not os.path.isdir(library):
+        raise SystemExit(f"--baseline {checkout}: no tf_vtrace package there")
+    os.symlink(library, os.path.join(root, "tf_vtrace"))
+    return root
+
+
+def selected_implementations(only, baseline):
+    """The implementations to run: `only` (and the references) or all; with
+    a `baseline` checkout, each tf_vtrace row once more from there."""
+    names = [name for name in IMPLEMENTATIONS
+             if not only or name in only or name in (REFERENCE, PEER)]
+    unknown = set(only or ()) - set(IMPLEMENTATIONS)
+    if unknown:
+        raise SystemExit(f"unknown implementations: {sorted(unknown)}")
+    if baseline:
+        names += [name + BEFORE for name in names if name.startswith(REFERENCE)]
+    return names
 
 
 def start_workers(names):
@@ -120,10 +176,13 @@ def setup_cases(workers, cases):
     for key in cases:
         workload, T, B = CASES[key]
         outputs[key] = {}
-        for name, worker in workers.items():
-            if not runs_case(name, key):
-                continue
-            reply = worker.request("setup", key=key, workload=workload, T=T, B=B)
+        # Every worker traces and compiles at once: the compiles overlap.
+        pending = [(name, worker) for name, worker in workers.items()
+                   if runs_case(name, key)]
+        for _, worker in pending:
+            worker.send("setup", key=key, workload=workload, T=T, B=B)
+        for name, worker in pending:
+            reply = worker.reply()
             if reply["supported"]:
                 outputs[key][name] = reply["outputs"]
         print(f"  compiled {key}", file=sys.stderr, flush=True)
@@ -190,7 +249,7 @@ def case_table(medians, diffs):
 def scaling_table(medians, probes):
     header = ["implementation"] + [f"{T}x{B}" for T, B in SCALING_POINTS]
     time_rows, memory_rows = [], []
-    for name in SCALING_IMPLEMENTATIONS:
+    for name in (n for n in SCALING_IMPLEMENTATIONS if n in probes):
         keys = [f"iw_{T}x{B}" for T, B in SCALING_POINTS]
         time_rows.append([name] + [harness.fmt_us(medians[k].get(name)) for k in keys])
         memory_rows.append([name] + [f"{probes[name]['memory_mib'][f'{T}x{B}']:.1f}"
@@ -201,7 +260,7 @@ def scaling_table(medians, probes):
 
 def latency_table(probes):
     rows = [(name, f"{probes[name]['import_s']:.2f}", f"{probes[name]['first_call_s']:.3f}")
-            for name in SCALING_IMPLEMENTATIONS]
+            for name in SCALING_IMPLEMENTATIONS if name in probes]
     return harness.format_table(("implementation", "import s", "first call s"), rows)
 
 
@@ -225,8 +284,10 @@ def targets(medians):
         lines.append(f"learner_100x256: {name} / {PEER} = {ratio:.2f}x"
                      + (f" (target < 1.0x: {_verdict(ratio < 1.0)})"
                         if name == REFERENCE else ""))
-    floor = medians["iw_100x256"]["floor"]
+    floor = medians["iw_100x256"].get("floor")
     for name, goal in ((REFERENCE, 1.3), ("tf_vtrace in user plain fn", 1.2)):
+        if floor is None or name not in medians["iw_100x256"]:
+            continue
         ratio = medians["iw_100x256"][name] / floor
         lines.append(f"iw_100x256: {name} / floor = {ratio:.2f}x (target <= {goal}x: "
                      f"{_verdict(ratio <= goal)})")
@@ -238,7 +299,15 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="few iterations (smoke run)")
     parser.add_argument("--base-only", action="store_true",
                         help=f"only {', '.join(BASE_CASES)}: no scaling, no probes")
+    parser.add_argument("--only", nargs="+", metavar="NAME",
+                        help="run these implementations (and tf_vtrace, rlax) only")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also run the tf_vtrace rows from this checkout")
     args = parser.parse_args(argv)
+    global BASELINE_ROOT
+    if args.baseline:
+        BASELINE_ROOT = baseline_root(args.baseline)
+    names = selected_implementations(args.only, args.baseline)
     cases = BASE_CASES if args.base_only else tuple(CASES)
     rounds, budget_s = (2, 0.02) if args.quick else (7, 0.12)
     started = time.perf_counter()
@@ -249,9 +318,9 @@ def main(argv=None):
     if not args.base_only:
         print("first-call latency and memory (fresh processes)...", file=sys.stderr,
               flush=True)
-        probes = probe_fresh_processes(SCALING_IMPLEMENTATIONS)
+        probes = probe_fresh_processes([n for n in SCALING_IMPLEMENTATIONS if n in names])
     print("starting workers...", file=sys.stderr, flush=True)
-    workers = start_workers(IMPLEMENTATIONS)
+    workers = start_workers(names)
     try:
         outputs = setup_cases(workers, cases)
         medians = time_cases(workers, outputs, rounds, budget_s)
