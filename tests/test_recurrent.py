@@ -122,7 +122,10 @@ def test_learner_step_updates_a_recurrent_network(replay):
     learner.model.set_weights(before)
 
 
-def test_process_backend_carries_the_core_state():
+@pytest.mark.parametrize("backend", ["process", "ray"])
+def test_remote_backend_carries_the_core_state(backend):
+    """A process or Ray actor (real Ray on loopback) gives a LocalActor's
+    unrolls: the same initial core states, behaviour logits and actions."""
     from tf_vtrace.agent import backends
     config = CONFIG.replace(num_envs=3, unroll_length=6, jit_compile=False)
     local = actor_lib.LocalActor(config)
@@ -130,7 +133,7 @@ def test_process_backend_carries_the_core_state():
     local.set_weights(weights, 0)
     expected = [local.collect() for _ in range(2)]
     local.close()
-    remote = backends.make_actors(config.replace(backend="process"))
+    remote = backends.make_actors(config.replace(backend=backend))
     try:
         remote.set_weights(weights, 0)
         got = [remote.collect() for _ in range(2)]
