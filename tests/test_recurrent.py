@@ -279,3 +279,5 @@ def test_stateless_cartpole_preset_builds_two_pathways():
     assert _recurrent.core_state_shape(model) == (2, 2 * config.core_size)
     with pytest.raises(ValueError, match="Config.separate_value_core"):
         Config(core="lstm", separate_value_core="yes")
+    with pytest.raises(ValueError, match="Config.separate_value_core"):
+        Config(separate_value_core=True)  # the feed-forward networks

@@ -3,7 +3,8 @@
 Each run is `python -m tf_vtrace.agent train --preset stateless-cartpole`
 (``tf_vtrace/StatelessCartPole-v0``, observations: cart position and pole
 angle only; the preset's LSTM core with a separate value pathway), or the
-same settings with the feed-forward MLP (``--core none``), then a greedy and
+same settings with the feed-forward MLP (``--core none
+--separate-value-core false``), then a greedy and
 a sampled evaluation of its SavedModel (20 episodes each, fresh processes;
 the recurrent policy's ``act`` carries its state). Writes a JSON of the
 records, a markdown table and a PNG (training return per run, the greedy
@@ -30,7 +31,8 @@ from tf_vtrace.agent.envs import STATELESS_CARTPOLE_ID
 
 PRESET = "stateless-cartpole"
 # The preset's core, or the MLP with the preset's other settings.
-CORES = (("LSTM", ["--core", "lstm"]), ("MLP", ["--core", "none"]))
+CORES = (("LSTM", ["--core", "lstm"]),
+         ("MLP", ["--core", "none", "--separate-value-core", "false"]))
 
 
 def table(records):

@@ -151,6 +151,11 @@ class Config:
         _require(self.core in CORES, "core", f"one of {CORES}", self.core)
         _require(isinstance(self.separate_value_core, bool),
                  "separate_value_core", "a bool", self.separate_value_core)
+        # The MLP's towers are separate already, the CNNs' trunk is shared:
+        # the flag would mean nothing there.
+        _require(not self.separate_value_core or self.core == "lstm",
+                 "separate_value_core", "False unless core='lstm'",
+                 self.separate_value_core)
         _require(self.backend in BACKENDS, "backend", f"one of {BACKENDS}",
                  self.backend)
         _require(self.backend != "local" or self.num_actors == 1, "num_actors",
