@@ -92,8 +92,8 @@ lag-benchmark-full: venv
 	$(PY) -m benchmarks.learning.lag_benchmark full
 
 # The linter (ruff.toml) first: a lint error fails `make test` and so CI.
-# LSTM against MLP on tf_vtrace/StatelessCartPole-v0, 3 seeds × 1M env steps
-# (issue 22; CPU-heavy: hours on 2 cores).
+# LSTM against MLP on tf_vtrace/StatelessCartPole-v0 with --preset
+# stateless-cartpole, 3 seeds × 1M env steps (issue 22; ~20 min on 2 loaded cores).
 stateless-benchmark: venv
 	$(PY) -m benchmarks.learning.stateless_cartpole --seeds 0 1 2 --steps 1000000
 

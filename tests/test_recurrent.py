@@ -122,7 +122,10 @@ def test_learner_step_updates_a_recurrent_network(replay):
     learner.model.set_weights(before)
 
 
-def test_process_backend_carries_the_core_state():
+@pytest.mark.parametrize("backend", ["process", "ray"])
+def test_remote_backend_carries_the_core_state(backend):
+    """A process or Ray actor (real Ray on loopback) gives a LocalActor's
+    unrolls: the same initial core states, behaviour logits and actions."""
     from tf_vtrace.agent import backends
     config = CONFIG.replace(num_envs=3, unroll_length=6, jit_compile=False)
     local = actor_lib.LocalActor(config)
@@ -130,7 +133,7 @@ def test_process_backend_carries_the_core_state():
     local.set_weights(weights, 0)
     expected = [local.collect() for _ in range(2)]
     local.close()
-    remote = backends.make_actors(config.replace(backend="process"))
+    remote = backends.make_actors(config.replace(backend=backend))
     try:
         remote.set_weights(weights, 0)
         got = [remote.collect() for _ in range(2)]
@@ -200,3 +203,81 @@ def test_bad_core_is_named():
         Config(core="gru")
     with pytest.raises(ValueError, match="Config.core_size"):
         Config(core="lstm", core_size=0)
+
+
+def test_separate_value_core_keeps_the_pathways_apart():
+    """`Config.separate_value_core`: the value's torso and LSTM are not the
+    policy's. ∂V/∂θ_policy = 0 and ∂logits/∂θ_value = 0 exactly, each head's
+    own pathway has a gradient; the one-step model replayed by `unroll`
+    (with a reset) gives the same logits and values; the policy's half of
+    the state alone decides the logits."""
+    from tf_vtrace.agent import networks
+    S = 8
+    model = networks.lstm((2,), [2], (16,), S, seed=3,
+                          separate_value_core=True)
+    model.set_weights(_random_weights(model))
+    assert _recurrent.core_state_shape(model) == (2, 2 * S)
+    rng = np.random.default_rng(0)
+    observations = rng.normal(size=(5, 3, 2)).astype(np.float32)
+    state = tf.constant(rng.normal(size=(3, 2, 2 * S)).astype(np.float32))
+    weights = model.trainable_weights
+    with tf.GradientTape(persistent=True) as tape:
+        logits, values, _ = model([tf.constant(observations[0]), state])
+        log_pi = tf.reduce_sum(tf.nn.log_softmax(logits)[:, 0])
+        value = tf.reduce_sum(values)
+    for output, own, other in ((log_pi, "policy", "value"),
+                               (value, "value", "policy")):
+        gradients = dict(zip((w.path for w in weights),
+                             tape.gradient(output, weights)))
+        # The core's kernels: _0 is the policy's, _1 the value's.
+        own_core, other_core = (("_0", "_1") if own == "policy"
+                                else ("_1", "_0"))
+        head = "logits" if own == "policy" else "value"
+        for path, g in gradients.items():
+            theirs = (path.startswith(other) or path.endswith(other_core)
+                      or path.startswith("value/" if own == "policy"
+                                         else "logits/"))
+            norm = 0. if g is None else float(tf.norm(g))
+            if theirs:
+                assert norm == 0., (own, path, norm)
+            elif path.startswith((own, head)) or path.endswith(own_core):
+                assert norm > 0., (own, path)
+    # The replay gives the one-step model's outputs, across a reset.
+    done = np.zeros((4, 3), bool)
+    done[1, 0] = True
+    replayed_logits, replayed_values, _ = _recurrent.unroll(
+        model, observations, done, state, training=False)
+    step_state = state
+    for t in range(5):
+        if t:
+            step_state = _recurrent.reset(step_state, done[t - 1])
+        logits, values, step_state = model([tf.constant(observations[t]),
+                                            step_state])
+        tolerance = rtol_for(np.float32, 64) * 10
+        np.testing.assert_allclose(replayed_logits[t], logits, atol=tolerance)
+        np.testing.assert_allclose(replayed_values[t], values, atol=tolerance)
+    # The value's half of the state does not move the logits; the policy's does.
+    policy_half = np.concatenate([np.ones(S), np.zeros(S)]).astype(np.float32)
+    base, _, _ = model([tf.constant(observations[0]), state * policy_half])
+    logits, _, _ = model([tf.constant(observations[0]), state])
+    np.testing.assert_array_equal(base, logits)
+    other, _, _ = model([tf.constant(observations[0]),
+                         state * (1. - policy_half)])
+    assert np.abs(other - logits).max() > 0.1
+
+
+def test_stateless_cartpole_preset_builds_two_pathways():
+    from tf_vtrace.agent import networks
+    from tf_vtrace.agent.presets import PRESETS
+    config = Config(**PRESETS["stateless-cartpole"])
+    assert config.env_id == envs.STATELESS_CARTPOLE_ID
+    space, action_space = envs.env_spaces(config.env_id)
+    model = networks.build_network(
+        space, envs.head_sizes(action_space), config.hidden_sizes,
+        core=config.core, core_size=config.core_size,
+        separate_value_core=config.separate_value_core)
+    assert _recurrent.core_state_shape(model) == (2, 2 * config.core_size)
+    with pytest.raises(ValueError, match="Config.separate_value_core"):
+        Config(core="lstm", separate_value_core="yes")
+    with pytest.raises(ValueError, match="Config.separate_value_core"):
+        Config(separate_value_core=True)  # the feed-forward networks

@@ -102,21 +102,29 @@ def test_ready_unrolls_are_taken_oldest_first(backend):
     assert sorted(lags)[len(lags) // 2] == num_actors, lags
 
 
-# The Ray run is `slow`: the Ray backend's contract and fairness tests above
-# already run by default.
-@pytest.mark.parametrize("backend", [
-    "process", pytest.param("ray", marks=pytest.mark.slow)])
-def test_command_line_trains_with_two_actors(backend, tmp_path):
+# The LSTM core with both pathways (`--separate-value-core`).
+LSTM_FLAGS = ("--core", "lstm", "--core-size", "8", "--separate-value-core",
+              "true")
+
+
+# The Ray runs are `slow`: the Ray backend's contract and fairness tests
+# above, and the recurrent one in test_recurrent.py, run by default.
+@pytest.mark.parametrize("backend, core_flags", [
+    ("process", ()),
+    pytest.param("ray", (), marks=pytest.mark.slow),
+    pytest.param("ray", LSTM_FLAGS, marks=pytest.mark.slow, id="ray-lstm")])
+def test_command_line_trains_with_two_actors(backend, core_flags, tmp_path):
     """`python -m tf_vtrace.agent train --backend B --num-actors 2`, a short
-    run: the policy is exported and summary.json records the backend, the
-    unrolls of each actor and the measured policy lag, consistently."""
+    run (feed-forward, or with an LSTM core on Ray): the policy is exported
+    and summary.json records the backend, the unrolls of each actor and the
+    measured policy lag, consistently."""
     out = tmp_path / "run"
     updates = 40
     result = subprocess.run(
         [sys.executable, "-m", "tf_vtrace.agent", "train", "--out", str(out),
          "--backend", backend, "--num-actors", "2", "--num-envs", "4",
          "--unroll-length", "8", "--total-env-steps", str(updates * 32),
-         "--jit-compile", "false", "--no-progress"],
+         "--jit-compile", "false", "--no-progress", *core_flags],
         capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
@@ -134,3 +142,8 @@ def test_command_line_trains_with_two_actors(backend, tmp_path):
     mean = sum(lag * n for lag, n in counts.items()) / updates
     assert summary["policy_lag_mean"] == pytest.approx(mean, abs=1e-3)
     assert summary["env_steps_per_s"] > 0 and summary["learner_steps_per_s"] > 0
+    if core_flags:
+        # The exported policy carries both pathways' state (2 × 8 units).
+        import tensorflow as tf
+        policy = tf.saved_model.load(str(out / "policy"))
+        assert list(policy.core_state_shape.numpy()) == [2, 16]

@@ -1,18 +1,20 @@
 """LSTM against MLP on CartPole without velocities (issue 22's memory task).
 
-Each run is `python -m tf_vtrace.agent train` on
-``tf_vtrace/StatelessCartPole-v0`` (observations: cart position and pole
-angle only) with ``--core lstm`` or the feed-forward MLP, then a greedy and a
-sampled evaluation of its SavedModel (20 episodes each, fresh processes; the
-recurrent policy's ``act`` carries its state). Writes a JSON of the records,
-a markdown table and a PNG (training return per run, the greedy evaluations
-in the legend).
+Each run is `python -m tf_vtrace.agent train --preset stateless-cartpole`
+(``tf_vtrace/StatelessCartPole-v0``, observations: cart position and pole
+angle only; the preset's LSTM core with a separate value pathway), or the
+same settings with the feed-forward MLP (``--core none
+--separate-value-core false``), then a greedy and
+a sampled evaluation of its SavedModel (20 episodes each, fresh processes;
+the recurrent policy's ``act`` carries its state). Writes a JSON of the
+records, a markdown table and a PNG (training return per run, the greedy
+evaluations in the legend).
 
     # make stateless-benchmark:
     python -m benchmarks.learning.stateless_cartpole --seeds 0 1 2 --steps 1000000
-    # the shared LSTM core with a lighter value loss (docs/agent.md):
-    python -m benchmarks.learning.stateless_cartpole --baseline-cost 0.05 \
-        --runs-dir runs/stateless-cartpole-bc005
+    # without the preset (the Config defaults, the earlier measurement):
+    python -m benchmarks.learning.stateless_cartpole --preset none \
+        --runs-dir runs/stateless-cartpole-defaults
     # smoke:
     python -m benchmarks.learning.stateless_cartpole --seeds 0 --steps 20000
 """
@@ -27,7 +29,10 @@ from benchmarks.learning.agent_learning import run
 from tf_vtrace.agent import recording
 from tf_vtrace.agent.envs import STATELESS_CARTPOLE_ID
 
-CORES = (("LSTM", ["--core", "lstm", "--core-size", "64"]), ("MLP", []))
+PRESET = "stateless-cartpole"
+# The preset's core, or the MLP with the preset's other settings.
+CORES = (("LSTM", ["--core", "lstm"]),
+         ("MLP", ["--core", "none", "--separate-value-core", "false"]))
 
 
 def table(records):
@@ -68,6 +73,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=1_000_000)
+    parser.add_argument("--preset", default=PRESET,
+                        help="the train preset of both networks' runs "
+                             "('none': the Config defaults)")
     parser.add_argument("--baseline-cost", type=float, default=None,
                         help="both networks' Config.baseline_cost (default: "
                              "Config's)")
@@ -78,8 +86,9 @@ def main():
     runs_dir = pathlib.Path(args.runs_dir)
     runs_dir.mkdir(parents=True, exist_ok=True)
     records = []
-    common = ([] if args.baseline_cost is None
-              else ["--baseline-cost", str(args.baseline_cost)])
+    common = ([] if args.preset == "none" else ["--preset", args.preset])
+    if args.baseline_cost is not None:
+        common += ["--baseline-cost", str(args.baseline_cost)]
     for seed in args.seeds:
         for name, flags in CORES:
             name_dir = f"{name.lower()}-seed{seed}"

@@ -22,81 +22,114 @@ CORE_STATE_KEY = "initial_core_state"
 
 
 def lstm_network(observation_shape, head_sizes, hidden_sizes, core_size,
-                 dense, outputs):
+                 dense, outputs, separate_value=False):
     """Torso (tanh layers of `hidden_sizes`), an LSTM of `core_size` units,
-    then the policy and value heads, both on the LSTM's output.
+    then the policy and value heads, both on the LSTM's output; with
+    `separate_value`, two such pathways side by side, the policy head on
+    one and the value head on the other (no weight shared: the value loss
+    cannot move the policy's memory).
 
     Args:
       observation_shape: The shape of one observation.
       head_sizes: Actions per head.
-      hidden_sizes: Widths of the torso's layers.
-      core_size: S, the LSTM's units.
+      hidden_sizes: Widths of the torso's layers (of each pathway's).
+      core_size: S, the LSTM's units (of each pathway's).
       dense, outputs: The feed-forward networks' layer helpers (one
         initialization for both kinds).
+      separate_value: One pathway per head.
 
     Returns:
-      A `keras.Model` [observations, core_state] → [logits, value, core_state'].
+      A `keras.Model` [observations, core_state] → [logits, value,
+      core_state'], the core state [N, 2, P·S] (P = 2 pathways with
+      `separate_value`, else 1; each pathway's units side by side).
     """
+    pathways = ("policy", "value") if separate_value else ("",)
     observations = keras.Input(observation_shape, name="observations")
-    hidden = keras.layers.Flatten()(observations)
-    for i, width in enumerate(hidden_sizes):
-        hidden = dense(width, math.sqrt(2), "tanh", name=f"torso_{i}")(hidden)
-    torso = keras.Model(observations, hidden, name="torso")
-    core_output = keras.Input((core_size,), name="core_output")
-    heads = keras.Model(core_output,
-                        outputs(core_output, core_output, sum(head_sizes)),
-                        name="heads")
+    flat = keras.layers.Flatten()(observations)
+    features = []
+    for pathway in pathways:
+        hidden = flat
+        for i, width in enumerate(hidden_sizes):
+            name = "_".join(filter(None, (pathway, "torso", str(i))))
+            hidden = dense(width, math.sqrt(2), "tanh", name=name)(hidden)
+        features.append(hidden)
+    features = (features[0] if len(features) == 1
+                else keras.layers.Concatenate(name="torso_features")(features))
+    torso = keras.Model(observations, features, name="torso")
+    core_output = keras.Input((len(pathways) * core_size,), name="core_output")
+    policy_output, value_output = (
+        (core_output, core_output) if len(pathways) == 1
+        else (core_output[:, :core_size], core_output[:, core_size:]))
+    heads = keras.Model(core_output, outputs(policy_output, value_output,
+                                             sum(head_sizes)), name="heads")
     # The one-step model of the actor and the export, built of the three
     # parts that `unroll` applies to whole unrolls (torso, heads) or step by
     # step (the cell).
     observations = keras.Input(observation_shape, name="observations")
-    state = keras.Input((2, core_size), name="core_state")
-    output, new_state = _Core(core_size, name="core")(torso(observations), state)
+    state = keras.Input((2, len(pathways) * core_size), name="core_state")
+    output, new_state = _Core(core_size, len(pathways), name="core")(
+        torso(observations), state)
     logits, value = heads(output)
     return keras.Model([observations, state], [logits, value, new_state],
                        name="lstm")
 
 
 class _Core(keras.layers.Layer):
-    """An LSTM cell (Keras' `LSTMCell` equations and initializers: i, f, g,
-    o gates, forget-gate bias 1) on a state stacked as [N, 2, S] (h, c).
+    """`pathways` independent LSTM cells (Keras' `LSTMCell` equations and
+    initializers: i, f, g, o gates, forget-gate bias 1) on a state stacked
+    as [N, 2, P·S] (h, c; each cell's S units side by side), each cell on
+    its own equal share of the input features.
 
     Split in two so that the learner projects the inputs of a whole unroll
     at once (`project`) and only the recurrent part steps (`step`); the
     actor's one-step call is the same two functions."""
 
-    def __init__(self, units, **kwargs):
+    def __init__(self, units, pathways=1, **kwargs):
         super().__init__(**kwargs)
         self.units = units
+        self.pathways = pathways
 
     def build(self, features_shape, state_shape=None):
-        S = self.units
-        self.kernel = self.add_weight(
-            (features_shape[-1], 4 * S), "glorot_uniform", name="kernel")
-        self.recurrent_kernel = self.add_weight(
-            (S, 4 * S), "orthogonal", name="recurrent_kernel")
-        self.bias = self.add_weight(
-            (4 * S,), keras.initializers.Constant(
-                [0.] * S + [1.] * S + [0.] * (2 * S)), name="bias")
+        S, P = self.units, self.pathways
+        suffixes = [""] if P == 1 else [f"_{p}" for p in range(P)]
+        self.kernels, self.recurrent_kernels, self.biases = [], [], []
+        for suffix in suffixes:
+            self.kernels.append(self.add_weight(
+                (features_shape[-1] // P, 4 * S), "glorot_uniform",
+                name="kernel" + suffix))
+            self.recurrent_kernels.append(self.add_weight(
+                (S, 4 * S), "orthogonal", name="recurrent_kernel" + suffix))
+            self.biases.append(self.add_weight(
+                (4 * S,), keras.initializers.Constant(
+                    [0.] * S + [1.] * S + [0.] * (2 * S)),
+                name="bias" + suffix))
 
     def project(self, features):
-        """x W + b, [..., 4S]."""
-        return tf.matmul(features, self.kernel) + self.bias
+        """x W + b per pathway, [..., P·4S]."""
+        shares = tf.split(features, self.pathways, axis=-1)
+        return tf.concat([tf.matmul(x, w) + b for x, w, b in
+                          zip(shares, self.kernels, self.biases)], -1)
 
     def step(self, projected, state):
         """(h', (h', c') stacked) from the projected input and (h, c)."""
-        h, c = state[:, 0], state[:, 1]
-        z = projected + tf.matmul(h, self.recurrent_kernel)
-        i, f, g, o = tf.split(z, 4, axis=-1)
-        c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
-        h = tf.sigmoid(o) * tf.tanh(c)
+        P = self.pathways
+        hs, cs = [], []
+        for z, h, c, u in zip(tf.split(projected, P, axis=-1),
+                              tf.split(state[:, 0], P, axis=-1),
+                              tf.split(state[:, 1], P, axis=-1),
+                              self.recurrent_kernels):
+            i, f, g, o = tf.split(z + tf.matmul(h, u), 4, axis=-1)
+            c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+            hs.append(tf.sigmoid(o) * tf.tanh(c))
+            cs.append(c)
+        h, c = (x[0] if P == 1 else tf.concat(x, -1) for x in (hs, cs))
         return h, tf.stack([h, c], axis=1)
 
     def call(self, features, state):
         return self.step(self.project(features), state)
 
     def compute_output_shape(self, features_shape, state_shape):
-        return (features_shape[0], self.units), state_shape
+        return (features_shape[0], self.pathways * self.units), state_shape
 
 
 def is_recurrent(model):

@@ -178,7 +178,8 @@ class LocalActor(ActorBackend):
         self.head_sizes = envs_lib.head_sizes(action_space)
         self.model = networks.build_network(
             observation_space, self.head_sizes, config.hidden_sizes,
-            core=config.core, core_size=config.core_size)
+            core=config.core, core_size=config.core_size,
+            separate_value_core=config.separate_value_core)
         self.recurrent = _recurrent.is_recurrent(self.model)
         # Each env's core state, carried across steps and unrolls.
         self._core_state = (np.zeros(

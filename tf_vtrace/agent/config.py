@@ -64,6 +64,11 @@ class Config:
         torso and the heads, its state carried by the actor and replayed by
         the learner (`tf_vtrace.agent._recurrent`; vector observations).
       core_size: The LSTM's units.
+      separate_value_core: With ``core="lstm"``: the value head gets its
+        own torso and LSTM beside the policy's (two pathways, no weight
+        shared, as the MLP's separate towers; RLlib's ``vf_share_layers=
+        False``), so that the value loss cannot move the policy's memory;
+        the core state holds both LSTMs' units, [2, 2·core_size].
       max_episode_steps: Override the env's time limit (None: its own).
       reward_clip: Clip rewards to ±reward_clip (None: no clipping).
       seed: Seeds the environments, the action sampling and the weights.
@@ -118,6 +123,7 @@ class Config:
     hidden_sizes: tuple = (64, 64)
     core: str = "none"
     core_size: int = 64
+    separate_value_core: bool = False
     max_episode_steps: int = None
     reward_clip: float = None
     seed: int = 0
@@ -153,6 +159,13 @@ class Config:
         integer("eval_every", 0)
         integer("eval_episodes", 1)
         _require(self.core in CORES, "core", f"one of {CORES}", self.core)
+        _require(isinstance(self.separate_value_core, bool),
+                 "separate_value_core", "a bool", self.separate_value_core)
+        # The MLP's towers are separate already, the CNNs' trunk is shared:
+        # the flag would mean nothing there.
+        _require(not self.separate_value_core or self.core == "lstm",
+                 "separate_value_core", "False unless core='lstm'",
+                 self.separate_value_core)
         _require(self.backend in BACKENDS, "backend", f"one of {BACKENDS}",
                  self.backend)
         _require(self.backend != "local" or self.num_actors == 1, "num_actors",

@@ -145,7 +145,8 @@ class Learner:
         with scope:
             self.model = networks.build_network(
                 observation_space, self.head_sizes, config.hidden_sizes,
-                seed=config.seed, core=config.core, core_size=config.core_size)
+                seed=config.seed, core=config.core, core_size=config.core_size,
+                separate_value_core=config.separate_value_core)
             schedule = keras.optimizers.schedules.PolynomialDecay(
                 config.learning_rate, config.num_updates, end_learning_rate=0.)
             self.optimizer = keras.optimizers.Adam(

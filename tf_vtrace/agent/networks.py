@@ -123,9 +123,10 @@ def grid_cnn(observation_shape, head_sizes, seed=None):
 
 
 def lstm(observation_shape, head_sizes, hidden_sizes=(64, 64), core_size=64,
-         seed=None):
+         seed=None, separate_value_core=False):
     """A tanh torso, an LSTM core of `core_size` units, the two heads on its
-    output; see `tf_vtrace.agent._recurrent`.
+    output (with `separate_value_core`: a torso and LSTM per head); see
+    `tf_vtrace.agent._recurrent`.
 
     Returns:
       A `keras.Model` [observations, core_state [N, 2, S]] →
@@ -133,11 +134,13 @@ def lstm(observation_shape, head_sizes, hidden_sizes=(64, 64), core_size=64,
     """
     _seeded_input(observation_shape, seed)
     return _recurrent.lstm_network(observation_shape, head_sizes, hidden_sizes,
-                                   core_size, _dense, _outputs)
+                                   core_size, _dense, _outputs,
+                                   separate_value_core)
 
 
 def build_network(observation_space, head_sizes, hidden_sizes=(64, 64),
-                  seed=None, core="none", core_size=64):
+                  seed=None, core="none", core_size=64,
+                  separate_value_core=False):
     """By the observations: `nature_cnn` for uint8 rank-3 ones (stacked
     Atari frames, channels first), `grid_cnn` for other rank-3 ones (MinAtar
     grids, channels last), else `mlp`; with ``core="lstm"`` (vector
@@ -150,6 +153,8 @@ def build_network(observation_space, head_sizes, hidden_sizes=(64, 64),
       seed: Seeds the initializers.
       core: ``"none"`` (feed-forward) or ``"lstm"``.
       core_size: The LSTM's units.
+      separate_value_core: With ``core="lstm"``: a torso and an LSTM for
+        each head (`Config.separate_value_core`).
 
     Returns:
       A `keras.Model` observations → [logits, value] (recurrent: see `lstm`).
@@ -159,7 +164,8 @@ def build_network(observation_space, head_sizes, hidden_sizes=(64, 64),
         if len(shape) == 3:
             raise ValueError("core='lstm' takes vector observations, got "
                              f"observations of shape {shape}.")
-        return lstm(shape, head_sizes, hidden_sizes, core_size, seed=seed)
+        return lstm(shape, head_sizes, hidden_sizes, core_size, seed=seed,
+                    separate_value_core=separate_value_core)
     if len(shape) == 3 and observation_space.dtype == np.uint8:
         return nature_cnn(shape, head_sizes, seed=seed)
     if len(shape) == 3:

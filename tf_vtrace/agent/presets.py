@@ -9,6 +9,12 @@
   as in the MinAtar paper's baselines (Young & Tian 2019), 32 envs × 20
   steps, Adam 5e-4 decayed to 0, entropy cost 0.01, γ 0.99, rewards as given
   (MinAtar's are 0/1 already). These are starting points, not tuned here.
+* ``stateless-cartpole``: the memory task ``tf_vtrace/StatelessCartPole-v0``
+  (position and angle only) with the LSTM core and a separate value
+  pathway (`Config.separate_value_core`), the value loss weighted 0.01
+  (RLlib's tuned StatelessCartPole examples use ``vf_loss_coeff=0.01``),
+  32 envs × 20 steps, 1M env steps; chosen by single-seed runs
+  (docs/agent.md, "The memory task, measured").
 """
 
 __all__ = ["PRESETS"]
@@ -25,4 +31,8 @@ PRESETS = {
        for name, game in (("breakout", "Breakout"),
                           ("space-invaders", "SpaceInvaders"),
                           ("freeway", "Freeway"), ("asterix", "Asterix"))},
+    "stateless-cartpole": dict(
+        env_id="tf_vtrace/StatelessCartPole-v0", core="lstm",
+        separate_value_core=True, baseline_cost=0.01, num_envs=32,
+        total_env_steps=1_000_000),
 }
