@@ -15,6 +15,8 @@ evaluations in the legend).
     # without the preset (the Config defaults, the earlier measurement):
     python -m benchmarks.learning.stateless_cartpole --preset none \
         --runs-dir runs/stateless-cartpole-defaults
+    # keeping the best policy of greedy evaluations every 50k env steps:
+    python -m benchmarks.learning.stateless_cartpole --eval-every 50000
     # smoke:
     python -m benchmarks.learning.stateless_cartpole --seeds 0 --steps 20000
 """
@@ -36,12 +38,17 @@ CORES = (("LSTM", ["--core", "lstm"]),
 
 
 def table(records):
-    lines = ["| network | seed | eval greedy (20 ep.) | eval sampled (20 ep.) "
+    lines = ["| network | seed | greedy, best policy (20 new ep.) | kept at env step "
+             "| eval greedy (20 ep.) | eval sampled (20 ep.) "
              "| training return (last 100) | env steps | wall s |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in records:
+        best = r.get("eval_greedy_best_policy")
         lines.append(
-            f"| {r['network']} | {r['seed']} | {r['eval_greedy']:.1f} "
+            f"| {r['network']} | {r['seed']} "
+            f"| {'—' if best is None else f'{best:.1f}'} "
+            f"| {r.get('eval_best_env_steps') or '—'} "
+            f"| {r['eval_greedy']:.1f} "
             f"| {r['eval_sampled']:.1f} | {r['mean_return_last_100']:.1f} "
             f"| {r['env_steps']:,} | {r['process_wall_s']:.0f} |")
     return "\n".join(lines)
@@ -79,6 +86,9 @@ def main():
     parser.add_argument("--baseline-cost", type=float, default=None,
                         help="both networks' Config.baseline_cost (default: "
                              "Config's)")
+    parser.add_argument("--eval-every", type=int, default=0,
+                        help="greedy evaluations during training, the best "
+                             "policy kept (Config.eval_every)")
     parser.add_argument("--runs-dir", default="runs/stateless-cartpole")
     parser.add_argument("--out", default=None,
                         help="JSON and PNG path stem (default: in --runs-dir)")
@@ -89,6 +99,8 @@ def main():
     common = ([] if args.preset == "none" else ["--preset", args.preset])
     if args.baseline_cost is not None:
         common += ["--baseline-cost", str(args.baseline_cost)]
+    if args.eval_every:
+        common += ["--eval-every", str(args.eval_every)]
     for seed in args.seeds:
         for name, flags in CORES:
             name_dir = f"{name.lower()}-seed{seed}"
@@ -101,9 +113,12 @@ def main():
     plot(records, runs_dir, stem.with_suffix(".png"))
     print(table(records))
     for name, _ in CORES:
-        evals = [r["eval_greedy"] for r in records if r["network"] == name]
-        print(f"{name}: greedy eval min {np.min(evals):.1f}, "
-              f"mean {np.mean(evals):.1f} over {len(evals)} seeds")
+        for key in ("eval_greedy", "eval_greedy_best_policy"):
+            evals = [r[key] for r in records
+                     if r["network"] == name and key in r]
+            if evals:
+                print(f"{name} {key}: min {np.min(evals):.1f}, "
+                      f"mean {np.mean(evals):.1f} over {len(evals)} seeds")
 
 
 if __name__ == "__main__":
