@@ -66,7 +66,9 @@ def plot(records, runs_dir, png_path, window=100):
         axis.plot(steps, recording.running_mean(returns, window),
                   color=colors[r["network"]], alpha=0.8,
                   label=f"{r['network']} seed {r['seed']} "
-                        f"(greedy eval {r['eval_greedy']:.0f})")
+                        f"(greedy eval {r['eval_greedy']:.0f}"
+                        + (f"; best policy {r['eval_greedy_best_policy']:.0f}"
+                           if "eval_greedy_best_policy" in r else "") + ")")
     axis.set_title(f"{STATELESS_CARTPOLE_ID} (position and angle only)")
     axis.set_xlabel("environment steps")
     axis.set_ylabel(f"training return (mean of last {window} episodes)")
