@@ -213,7 +213,6 @@ def _check_time_axes(y_true, y_pred):
             "(the last value is the bootstrap value V(x_T)).")
 
 
-
 def _loss_inputs(y_true, y_pred, action_sizes, dist_class):
     """The `impala_loss` inputs (`LossInputs`) from (packed or dict) y_true,
     y_pred."""

@@ -304,19 +304,21 @@ def _call_kernel(jit_compile, time_major, tensors, hyperparameters,
 # (docs/performance.md). Only calls the full path would hand to the kernel
 # unchanged are cached: eager tensors of `values`' dtype, all sequences of
 # one shape (no broadcast), Python-number hyperparameters.
-# The type of eager tensors, found at the first eager call: creating a tensor
-# at import would start TensorFlow's runtime, after which a
-# MultiWorkerMirroredStrategy can no longer be built in the process.
-_EAGER_TENSOR_TYPE = []
+@functools.cache
+def _eager_tensor_type():
+    """The type of eager tensors, found at the first eager call: creating a
+    tensor at import would start TensorFlow's runtime, after which a
+    MultiWorkerMirroredStrategy can no longer be built in the process."""
+    return type(tf.constant(0.0))
+
 _EAGER_KERNELS = {}
 _EAGER_KERNELS_MAX = 256  # Signatures kept; the cache starts over beyond.
 
 
 def _eager_signature(tensors, hyperparameters, options):
     """The cache key of an eager call, or None when it is not cacheable."""
-    if not _EAGER_TENSOR_TYPE:
-        _EAGER_TENSOR_TYPE.append(type(tf.constant(0.0)))
-    if not all(type(t) is _EAGER_TENSOR_TYPE[0] for t in tensors):
+    eager_tensor = _eager_tensor_type()
+    if not all(type(t) is eager_tensor for t in tensors):
         return None
     if not all(type(h) is float or h is None for h in hyperparameters):
         return None
@@ -356,7 +358,6 @@ def _remember_eager_signature(signature, tensors, options):
     _EAGER_KERNELS[signature] = _concrete_kernel(
         jit_compile, time_major, values.dtype, values.shape.rank, signature[2],
         _resolve_scan(scan, None))
-
 
 
 def _broadcast_sequences(sequences, shape):
