@@ -53,8 +53,13 @@ def test_a_killed_actor_process_is_replaced_until_it_fails_twice_in_a_row():
         actors.collect()
         os.kill(actors._processes[0].pid, signal.SIGKILL)
         actors.set_weights(weights, 4)
+        unroll = actors.collect()
+        if int(unroll["policy_version"]) == 3:
+            # The worker had sent its next unroll before the kill (its
+            # request went out with the last collect): delivered, not lost.
+            unroll = actors.collect()
         # Replaced; the new worker acts with the current weights.
-        assert int(actors.collect()["policy_version"]) == 4
+        assert int(unroll["policy_version"]) == 4
         assert actors.restarts_per_actor == [1]
         # The unroll in between reset the count: two more deaths in a row.
         killer, killed = _kill_twice(actors._processes[0].pid)
@@ -62,7 +67,9 @@ def test_a_killed_actor_process_is_replaced_until_it_fails_twice_in_a_row():
             with pytest.raises(backends.ActorFailure,
                                match=r"(?s)actor 0 failed 2 times in a row .*"
                                      r"max_actor_failures=2.*exit code -9"):
-                actors.collect()
+                # At most one unroll sent before the first kill comes first.
+                for _ in range(2):
+                    actors.collect()
         finally:
             killer.join(10)
         assert len(killed) == 2, f"the killer thread killed only {killed}"
