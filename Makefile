@@ -70,9 +70,8 @@ demo-ray:
 # The final policy, then the best one of the evaluations during training,
 # each on 20 new episodes.
 demo-eval: venv-demo
-	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_vtrace.agent evaluate $(DEMO_OUT)/policy --episodes 20
-	if [ -d $(DEMO_OUT)/policy_best ]; then TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_vtrace.agent \
-		evaluate $(DEMO_OUT)/policy_best --episodes 20; fi
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m tf_vtrace.agent evaluate $(DEMO_OUT)/policy \
+		$$(ls -d $(DEMO_OUT)/policy_best 2>/dev/null) --episodes 20
 
 # Ten seeds of the demo run, with evaluation (docs/agent_seeds.json).
 learn-full: venv

@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 from process_tree import actor_pids
+from tolerances import SUBPROCESS_TIMEOUT_S
 
 from tf_vtrace.agent import envs, recording
 from tf_vtrace.agent.config import Config
@@ -145,6 +146,22 @@ def test_ctrl_c_leaves_curve_checkpoint_and_a_policy_that_acts(tmp_path):
     result = json.loads(evaluation.strip().splitlines()[-1])
     assert result["episodes"] == 3
     assert all(1 <= r <= 500 for r in result["returns"])
+
+    # Several policies in one process; a missing one is named, the others
+    # are still evaluated, and the exit status says one failed.
+    missing = tmp_path / "missing"
+    several = subprocess.run(
+        [sys.executable, "-m", "tf_vtrace.agent", "evaluate",
+         str(out / "policy"), str(missing), str(out / "policy"),
+         "--episodes", "3"],
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, env=ENV)
+    assert several.returncode == 2, several.stderr[-4000:]
+    assert f"error: {missing}: no such policy directory" in several.stderr
+    results = [json.loads(line) for line in several.stdout.splitlines()
+               if line.startswith("{")]
+    assert [r["policy"] for r in results] == [str(out / "policy")] * 2
+    # Same seed: the same episodes as the single evaluation above.
+    assert [r["returns"] for r in results] == [result["returns"]] * 2
 
 
 def test_sigterm_stops_like_ctrl_c(tmp_path):

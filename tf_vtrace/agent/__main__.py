@@ -14,7 +14,8 @@ stopped by non-finite updates or failing actors (the checkpoint, policy and
 summary are written), 2 a bad config or run directory, 128 + the signal's
 number after Ctrl-C (130) or SIGTERM (143). `evaluate` loads
 the SavedModel and prints the mean return (greedy, and sampled with
-``--sampled``), plus a JSON line.
+``--sampled``), plus a JSON line, for each policy directory it is given
+(several in one process: TensorFlow starts once).
 """
 
 import argparse
@@ -82,7 +83,10 @@ def _parser():
         help="named settings (tf_vtrace.agent.presets); other flags override")
     _config_flags(train_parser, Config())
     eval_parser = commands.add_parser("evaluate", help="evaluate a SavedModel")
-    eval_parser.add_argument("policy", help="the exported policy directory")
+    eval_parser.add_argument(
+        "policies", nargs="+", metavar="POLICY",
+        help="exported policy directories (several: one after the other, "
+             "in one process)")
     eval_parser.add_argument("--episodes", type=int, default=20)
     eval_parser.add_argument("--sampled", action="store_true",
                              help="sample actions instead of the greedy ones")
@@ -120,20 +124,27 @@ def _train(parser, args):
 
 
 def _evaluate(args):
+    """Evaluates each policy in turn; a missing or broken one is reported
+    (exit status 2) without stopping the others."""
     from tf_vtrace.agent.evaluate import PolicyError, evaluate
-    try:
-        returns = evaluate(args.policy, args.episodes, greedy=not args.sampled,
-                           seed=args.seed)
-    except PolicyError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    status = 0
     mode = "sampled" if args.sampled else "greedy"
-    print(f"{args.policy}: {mode}, {len(returns)} episodes: mean return "
-          f"{returns.mean():.1f} (min {returns.min():.0f}, max {returns.max():.0f})")
-    print(json.dumps({"mode": mode, "episodes": len(returns),
-                      "mean_return": float(returns.mean()),
-                      "returns": returns.tolist()}))
-    return 0
+    for policy in args.policies:
+        try:
+            returns = evaluate(policy, args.episodes, greedy=not args.sampled,
+                               seed=args.seed)
+        except PolicyError as error:
+            print(f"error: {error}", file=sys.stderr)
+            status = 2
+            continue
+        print(f"{policy}: {mode}, {len(returns)} episodes: mean return "
+              f"{returns.mean():.1f} (min {returns.min():.0f}, max "
+              f"{returns.max():.0f})")
+        print(json.dumps({"policy": policy, "mode": mode,
+                          "episodes": len(returns),
+                          "mean_return": float(returns.mean()),
+                          "returns": returns.tolist()}), flush=True)
+    return status
 
 
 def main(argv=None):
