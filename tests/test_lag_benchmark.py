@@ -55,3 +55,10 @@ def test_quick_lag_benchmark_writes_runs_table_and_figure(tmp_path):
     again = _quick(tmp_path, "--report-only")
     assert "not run" not in again.stdout
     assert json.loads((tmp_path / "lag_benchmark.json").read_text())["rows"] == rows
+    # A part of the plan reported under its own name, beside the full report.
+    _quick(tmp_path, "--report-only", "--lags", "16", "--name", "part")
+    part = json.loads((tmp_path / "part.json").read_text())["rows"]
+    assert part == [row for row in rows if row["policy_lag"] == 16]
+    page = (tmp_path / "part.md").read_text()
+    assert "![returns against env steps](part.png)" in page and "`part.json`" in page
+    assert (tmp_path / "part.png").stat().st_size > 10_000

@@ -14,7 +14,9 @@ writes `lag_benchmark.json` (every run's summary and its curve on a common
 grid), `lag_benchmark.png` (returns against env steps, one panel per env ×
 lag, the mean over seeds with a 95 % bootstrap band over seeds) and
 `lag_benchmark.md` (the table of final returns with ρ-clip fraction and
-ESS/N next to them). `full` writes those three into docs/.
+ESS/N next to them). `full` writes those three into docs/; ``--name NAME``
+writes NAME.{json,png,md} instead (a part of the plan beside the full
+report, as docs/lag_benchmark_minatar.md).
 
 Settings (`ENVS`): the learning rate and batch are chosen so that lag has
 room to hurt. A lag is counted in learner updates, and Adam moves each weight
@@ -273,7 +275,7 @@ with ρ > ρ̄ = 1), ESS/N = (Σρ)² / (N Σρ²) per batch of N = T·B steps, 
 KL(μ‖π): means over the second half of each run's updates, then over seeds.
 
 Command: `{command}`; {runs} runs, {run_wall:.0f} s of training wall time
-in all (one process; each run's own in `lag_benchmark.json`, `runs`), this
+in all (one process; each run's own in `{json_name}`, `runs`), this
 command {wall:.0f} s (runs already on disk are read, not trained); machine
 load at the end (`/proc/loadavg`): `{load}`. {missing}
 
@@ -283,23 +285,23 @@ load at the end (`/proc/loadavg`): `{load}`. {missing}
 """
 
 
-def write_report(records, missing, out, command, wall_s):
-    """Writes lag_benchmark.{json,png,md} into `out`; `missing` names the
-    runs of the plan that were not run (``--report-only``)."""
+def write_report(records, missing, out, command, wall_s, name="lag_benchmark"):
+    """Writes `name`.{json,png,md} into `out`; `missing` names the runs of
+    the plan that were not run (``--report-only``)."""
     out.mkdir(parents=True, exist_ok=True)
     rows = summarize(records)
-    (out / "lag_benchmark.json").write_text(json.dumps(
+    (out / f"{name}.json").write_text(json.dumps(
         {"command": command, "wall_s": round(wall_s, 1), "missing": missing,
          "rows": rows,
          "runs": [{k: v for k, v in r.items() if k not in ("episodes", "updates")}
                   for r in records]}, indent=1))
-    plot(rows, out / "lag_benchmark.png")
+    plot(rows, out / f"{name}.png")
     with open("/proc/loadavg") as handle:
         load = " ".join(handle.read().split()[:3])
-    (out / "lag_benchmark.md").write_text(PAGE.format(
+    (out / f"{name}.md").write_text(PAGE.format(json_name=f"{name}.json",
         final=FINAL_FRACTION, command=command, runs=len(records), wall=wall_s,
         run_wall=sum(r["wall_s"] for r in records),
-        load=load, png="lag_benchmark.png", table=table(rows),
+        load=load, png=f"{name}.png", table=table(rows),
         missing=(f"Runs of this plan not run: {', '.join(missing)}."
                  if missing else "Every run of this plan was run.")))
 
@@ -316,6 +318,10 @@ def main(argv=None):
                             help=f"a subset of the mode's {key}")
     parser.add_argument("--steps", type=int, default=None,
                         help="env steps per run (default: the mode's / ENVS')")
+    parser.add_argument("--name", default="lag_benchmark",
+                        help="the report's file names (NAME.md, .png, "
+                             ".json): e.g. a part of the plan beside the "
+                             "full report in docs/")
     parser.add_argument("--report-only", action="store_true",
                         help="train nothing: report the runs already on disk")
     args = parser.parse_args(argv)
@@ -332,8 +338,8 @@ def main(argv=None):
         parser.error(f"no run of this plan is on disk under {out}")
     write_report(records, missing, docs, command=" ".join(["lag_benchmark.py"] + (
         argv if argv is not None else sys.argv[1:])),
-        wall_s=time.time() - start)
-    print(f"wrote {docs / 'lag_benchmark.md'} in {time.time() - start:.0f} s")
+        wall_s=time.time() - start, name=args.name)
+    print(f"wrote {docs / (args.name + '.md')} in {time.time() - start:.0f} s")
 
 
 if __name__ == "__main__":
