@@ -278,11 +278,11 @@ with ρ > ρ̄ = 1), ESS/N = (Σρ)² / (N Σρ²) per batch of N = T·B steps, 
 KL(μ‖π): means over the second half of each run's updates, then over seeds.
 
 Command: `{command}`; {runs} runs, {run_wall:.0f} s of training wall time
-in all (one process; each run's own in `{json_name}`, `runs`), this
+in all (one process; each run's own in `{name}.json`, `runs`), this
 command {wall:.0f} s (runs already on disk are read, not trained); machine
 load at the end (`/proc/loadavg`): `{load}`. {missing}
 
-![returns against env steps]({png})
+![returns against env steps]({name}.png)
 
 {table}
 """
@@ -301,10 +301,10 @@ def write_report(records, missing, out, command, wall_s, name="lag_benchmark"):
     plot(rows, out / f"{name}.png")
     with open("/proc/loadavg") as handle:
         load = " ".join(handle.read().split()[:3])
-    (out / f"{name}.md").write_text(PAGE.format(json_name=f"{name}.json",
+    (out / f"{name}.md").write_text(PAGE.format(name=name,
         final=FINAL_FRACTION, command=command, runs=len(records), wall=wall_s,
         run_wall=sum(r["wall_s"] for r in records),
-        load=load, png=f"{name}.png", table=table(rows),
+        load=load, table=table(rows),
         missing=(f"Runs of this plan not run: {', '.join(missing)}."
                  if missing else "Every run of this plan was run.")))
 
