@@ -1,7 +1,8 @@
 """The recurrent learner step's cost against the feed-forward one.
 
-At the earlier demo's sizes (32 envs × 20 steps, CartPole, widths (64, 64); the LSTM
-network: a torso of (64, 64), an LSTM of `--core-size` units), each learner
+At the demo's sizes (`--num-envs`, default the `Config`'s 16, × 20 steps,
+CartPole, widths (64, 64); the LSTM network: a torso of (64, 64), an LSTM
+of `--core-size` units), each learner
 is warmed up (compiled) on a real unroll of its own actor, then timed in
 alternating rounds of `--steps` updates, so that both see the same load.
 Prints one JSON line: the median seconds per step of each and their ratio.
@@ -39,9 +40,10 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--core-size", type=int, default=64)
+    parser.add_argument("--num-envs", type=int, default=Config.num_envs)
     parser.add_argument("--env-id", default="CartPole-v1")
     args = parser.parse_args()
-    base = Config(env_id=args.env_id, num_envs=32, unroll_length=20)
+    base = Config(env_id=args.env_id, num_envs=args.num_envs, unroll_length=20)
     kinds = {"feed_forward": base,
              "lstm": base.replace(core="lstm", core_size=args.core_size)}
     learners = {k: _learner_and_unroll(c) for k, c in kinds.items()}
@@ -57,7 +59,8 @@ def main():
         "step_s": {k: round(v, 5) for k, v in medians.items()},
         "rounds_s": {k: [round(x, 5) for x in v] for k, v in times.items()},
         "ratio_lstm_over_ff": round(medians["lstm"] / medians["feed_forward"], 3),
-        "core_size": args.core_size, "load": os.getloadavg()}))
+        "core_size": args.core_size, "num_envs": args.num_envs,
+        "load": os.getloadavg()}))
 
 
 if __name__ == "__main__":

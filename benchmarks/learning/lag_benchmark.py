@@ -6,7 +6,11 @@
 Every run trains one agent in this process (`tf_vtrace.agent`'s actor,
 learner and `WeightHistory`, the loop of `tf_vtrace.agent.train` without its
 checkpoints and export) with the actor acting on weights `lag` learner
-updates old. It writes ``runs/<env>/<correction>-lag<L>-seed<S>.json`` under
+updates old, in turn with the learner (the synchronous loop: the lag is
+exactly `lag`); the lag ``natural`` is the asynchronous default instead
+(`Config.backend` ``"thread"``: the actor acts while the learner learns,
+and the lag is whatever that gives, measured per update and reported).
+It writes ``runs/<env>/<correction>-lag<L>-seed<S>.json`` under
 `--out` (the episodes' returns against env steps, and per update the
 measured ρ-clip fraction, ESS/N = (Σρ)² / (N Σρ²) over the N = T·B steps of
 the batch, and KL(μ ‖ π)); a finished run is not trained again. Then it
@@ -48,13 +52,14 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from tf_vtrace.agent import actor as actor_lib  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
+from tf_vtrace.agent import backends, policy_lag  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 from tf_vtrace.agent import envs as envs_lib  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 from tf_vtrace.agent import learner as learner_lib  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
-from tf_vtrace.agent import policy_lag  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 from tf_vtrace.agent.config import CORRECTIONS, Config  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 from tf_vtrace.agent.train import actor_learner_step  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 
+# The lag of the asynchronous pipeline, as it comes (not set).
+NATURAL = "natural"
 ENVS = {
     "CartPole-v1": dict(num_envs=8, unroll_length=20, learning_rate=3e-3,
                         total_env_steps=100_000),
@@ -64,20 +69,46 @@ ENVS = {
 # quick: a smoke test of the whole path (4 updates a run, no XLA: compiling
 # would take most of its time), not a measurement.
 MODES = {
-    "quick": dict(envs=("CartPole-v1",), corrections=CORRECTIONS, lags=(0, 16),
+    "quick": dict(envs=("CartPole-v1",), corrections=CORRECTIONS,
+                  lags=(0, 16, NATURAL),
                   seeds=(0, 1), total_env_steps=4 * 8 * 20, jit_compile=False),
-    "full": dict(envs=tuple(ENVS), corrections=CORRECTIONS, lags=(0, 4, 16, 64),
+    "full": dict(envs=tuple(ENVS), corrections=CORRECTIONS,
+                 lags=(0, 4, 16, 64, NATURAL),
                  seeds=(0, 1, 2, 3, 4), total_env_steps=None, jit_compile=True),
 }
-DIAGNOSTICS = ("rho_clipped_fraction", "ess_fraction", "kl", "mean_rho")
+DIAGNOSTICS = ("rho_clipped_fraction", "ess_fraction", "kl", "mean_rho",
+               "policy_lag")
+
+
+def parse_lag(text):
+    """A policy lag of the command line: an integer >= 0 or ``natural``."""
+    if text == NATURAL:
+        return NATURAL
+    try:
+        lag = int(text)
+    except ValueError:
+        lag = -1
+    if lag < 0:
+        raise argparse.ArgumentTypeError(
+            f"a policy lag is an integer >= 0 or {NATURAL!r}, got {text!r}")
+    return lag
+
+
+def lag_order(lag):
+    """Sort key: the set lags in order, then the natural one."""
+    return (lag == NATURAL, 0 if lag == NATURAL else lag)
+
+
 # Final return: the mean of the episodes in the last 10 % of env steps.
 FINAL_FRACTION = 0.1
 
 
 def run_config(env_id, correction, lag, seed, plan):
+    natural = lag == NATURAL
     settings = dict(ENVS[env_id], env_id=env_id, correction=correction,
-                    policy_lag=lag, seed=seed, jit_compile=plan["jit_compile"],
-                    backend="local")  # the synchronous loop: exactly `lag`
+                    policy_lag=0 if natural else lag, seed=seed,
+                    jit_compile=plan["jit_compile"],
+                    backend="thread" if natural else "local")
     if plan["total_env_steps"]:
         settings["total_env_steps"] = plan["total_env_steps"]
     return Config(**settings)
@@ -86,7 +117,7 @@ def run_config(env_id, correction, lag, seed, plan):
 def train_run(config):
     """One run: returns its record (episodes, per-update diagnostics)."""
     start = time.time()
-    actor = actor_lib.LocalActor(config)
+    actor = backends.make_actors(config)
     learner = learner_lib.Learner(
         config, envs_lib.env_spaces(config.env_id)[0], actor.head_sizes)
     history = policy_lag.WeightHistory(config.policy_lag)
@@ -103,10 +134,15 @@ def train_run(config):
     finally:
         actor.close()
     return {"env_id": config.env_id, "correction": config.correction,
-            "policy_lag": config.policy_lag, "seed": config.seed,
+            "policy_lag": config_lag(config), "seed": config.seed,
             "env_steps": config.num_updates * config.steps_per_update,
             "wall_s": round(time.time() - start, 1), "config": config.to_dict(),
             "episodes": episodes, "updates": updates}
+
+
+def config_lag(config):
+    """The lag a run was set to: an int, or `NATURAL`."""
+    return NATURAL if config.backend == "thread" else config.policy_lag
 
 
 def final_return(record):
@@ -123,8 +159,17 @@ def late_mean(record, key):
     return float(values[len(values) // 2:].mean())
 
 
+def measured_lag(record):
+    """The mean policy lag of the second half of the run's updates (a
+    synchronous run of an earlier version, which did not record it: the lag
+    it was set to, exact in that loop)."""
+    if "policy_lag" not in record["updates"]:
+        return float(record["policy_lag"])
+    return late_mean(record, "policy_lag")
+
+
 def run_path(out, config):
-    name = (f"{config.correction}-lag{config.policy_lag}-seed{config.seed}.json")
+    name = f"{config.correction}-lag{config_lag(config)}-seed{config.seed}.json"
     return out / "runs" / config.env_id.replace("/", "_") / name
 
 
@@ -152,7 +197,7 @@ def run_all(plan, out, train=True):
             path.write_text(json.dumps(record))
         records.append(record)
         print(f"[{index}/{len(configs)}] {config.env_id} {config.correction} "
-              f"lag {config.policy_lag} seed {config.seed}: final return "
+              f"lag {config_lag(config)} seed {config.seed}: final return "
               f"{final_return(record):.1f}, ρ-clip "
               f"{late_mean(record, 'rho_clipped_fraction'):.3f}, ESS/N "
               f"{late_mean(record, 'ess_fraction'):.3f}, {record['wall_s']} s",
@@ -190,7 +235,7 @@ def bootstrap_band(samples, rng):
 
 def _groups(records):
     keys = sorted({(r["env_id"], r["policy_lag"]) for r in records},
-                  key=lambda k: (list(ENVS).index(k[0]), k[1]))
+                  key=lambda k: (list(ENVS).index(k[0]), lag_order(k[1])))
     return {key: {c: [r for r in records if (r["env_id"], r["policy_lag"]) == key
                       and r["correction"] == c] for c in CORRECTIONS}
             for key in keys}
@@ -214,6 +259,7 @@ def summarize(records):
                 "final_return_ci95": [float(low), float(high)],
                 **{key: float(np.mean([late_mean(r, key) for r in runs]))
                    for key in ("rho_clipped_fraction", "ess_fraction", "kl")},
+                "measured_lag": float(np.mean([measured_lag(r) for r in runs])),
                 "grid_env_steps": grid.tolist(),
                 "curve_mean": band[0].tolist(), "curve_ci95_low": band[1].tolist(),
                 "curve_ci95_high": band[2].tolist()})
@@ -226,7 +272,7 @@ def plot(rows, png_path):
     import matplotlib.pyplot as plt
 
     envs = list(dict.fromkeys(r["env_id"] for r in rows))
-    lags = sorted({r["policy_lag"] for r in rows})
+    lags = sorted({r["policy_lag"] for r in rows}, key=lag_order)
     figure, axes = plt.subplots(len(envs), len(lags), squeeze=False,
                                 figsize=(3.6 * len(lags), 3 * len(envs)))
     for i, env_id in enumerate(envs):
@@ -253,15 +299,15 @@ def plot(rows, png_path):
 
 def table(rows):
     lines = ["| env | lag | correction | seeds | final return [95 % CI] "
-             "| ρ-clip fraction | ESS/N | KL(μ‖π) |",
-             "|---|---:|---|---:|---|---:|---:|---:|"]
+             "| measured lag | ρ-clip fraction | ESS/N | KL(μ‖π) |",
+             "|---|---:|---|---:|---|---:|---:|---:|---:|"]
     for r in rows:
         low, high = r["final_return_ci95"]
         lines.append(
             f"| {r['env_id']} | {r['policy_lag']} | {r['correction']} "
             f"| {len(r['seeds'])} | {r['final_return']:.1f} [{low:.1f}, {high:.1f}] "
-            f"| {r['rho_clipped_fraction']:.3f} | {r['ess_fraction']:.3f} "
-            f"| {r['kl']:.4f} |")
+            f"| {r['measured_lag']:.2f} | {r['rho_clipped_fraction']:.3f} "
+            f"| {r['ess_fraction']:.3f} | {r['kl']:.4f} |")
     return "\n".join(lines)
 
 
@@ -275,7 +321,10 @@ learning rates: see the script's doc). Final return: the mean training return
 (sampled actions) of the episodes in the last {final:.0%} of env steps, mean
 over seeds, with a 95 % bootstrap interval over seeds. ρ-clip fraction (steps
 with ρ > ρ̄ = 1), ESS/N = (Σρ)² / (N Σρ²) per batch of N = T·B steps, and
-KL(μ‖π): means over the second half of each run's updates, then over seeds.
+KL(μ‖π): means over the second half of each run's updates, then over seeds;
+so is the measured lag (learner version − the unroll's policy version): the
+set lag in the synchronous loop, what acting while learning gives for the
+lag `natural` (the asynchronous default, `Config.backend` "thread").
 
 Command: `{command}`; {runs} runs, {run_wall:.0f} s of training wall time
 in all (one process; each run's own in `{name}.json`, `runs`), this
@@ -317,7 +366,7 @@ def main(argv=None):
                              "results into docs/)")
     for key in ("envs", "corrections", "lags", "seeds"):
         parser.add_argument("--" + key, nargs="+", default=None,
-                            type=int if key in ("lags", "seeds") else str,
+                            type={"lags": parse_lag, "seeds": int}.get(key, str),
                             help=f"a subset of the mode's {key}")
     parser.add_argument("--steps", type=int, default=None,
                         help="env steps per run (default: the mode's / ENVS')")
