@@ -7,18 +7,25 @@ also draws the figure.
 
     python -m benchmarks.learning.agent_learning seeds --seeds 0 1 ... 9      # make learn-full
     python -m benchmarks.learning.agent_learning ablation --seeds 0 1 2       # make ablation
+    python -m benchmarks.learning.agent_learning seeds --seeds 0 1 ... 9 \
+        --runs-dir runs/gamma098 --jobs 2 --discount 0.98    # a changed default
 
 `seeds` trains CartPole-v1 with the default Config (300k env steps; `make
 learn-full` adds `make demo`'s `--eval-every`: greedy evaluations keeping the
 best policy) and prints a markdown table per seed (eval returns of the final and
 of the best policy, the env step at which the training return, the mean of
-the last 100 episodes, first reached 475, env steps, wall and CPU seconds).
+the last 100 episodes, first reached 475, env steps, wall and CPU seconds),
+then how many seeds met each target. Flags it does not know are passed to
+`train`: the seeds table of a changed setting (give it its own
+`--runs-dir`). `--jobs N` trains N seeds at once (each run's wall time
+then measures a shared machine).
 `ablation` trains V-trace and no correction (ρ = c = 1) at each policy lag
 of `--lags`, `--steps` env steps each, and plots the running mean return of the
 training episodes (mean over seeds, shaded min–max) in one PNG.
 """
 
 import argparse
+import concurrent.futures
 import json
 import os
 import pathlib
@@ -30,7 +37,6 @@ import time
 import numpy as np
 
 from tf_vtrace.agent import recording
-from tf_vtrace.agent.config import Config
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The training return the default config must reach (issue: ≥ 475 within
@@ -107,7 +113,20 @@ def seeds_table(records):
 SETTINGS = (("V-trace", []), ("no correction", ["--no-correction"]))
 
 
-def plot_seeds(records, runs_dir, png_path, window=100):
+def seeds_counts(records):
+    """How many seeds met each target of the default config's issue."""
+    def count(values):
+        return sum(v is not None and v >= TARGET for v in values)
+    return (f"{len(records)} seeds: training return reached {TARGET:.0f} on "
+            f"{sum(r['env_steps_to_target'] is not None for r in records)}; "
+            f"greedy >= {TARGET:.0f} with the best policy on "
+            f"{count(r.get('eval_greedy_best_policy') for r in records)}, "
+            f"with the final policy on "
+            f"{count(r['eval_greedy'] for r in records)}")
+
+
+def plot_seeds(records, runs_dir, png_path, setting="default Config",
+               window=100):
     """Per seed: the training return (running mean of `window` episodes)
     and, for runs with evaluations, the greedy evaluations with the kept
     best marked."""
@@ -139,7 +158,7 @@ def plot_seeds(records, runs_dir, png_path, window=100):
         axis.grid(alpha=0.3)
     train_axis.set_ylabel("return")
     train_axis.legend(fontsize=6, ncol=2, loc="lower right")
-    figure.suptitle(f"CartPole-v1, default Config, {len(records)} seeds")
+    figure.suptitle(f"CartPole-v1, {setting}, {len(records)} seeds")
     figure.tight_layout()
     figure.savefig(png_path, dpi=90)
 
@@ -189,17 +208,25 @@ def main():
                         help="seeds: greedy evaluations during training")
     parser.add_argument("--runs-dir", default="runs")
     parser.add_argument("--out", default=None, help="JSON (and PNG) path stem")
-    args = parser.parse_args()
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="seeds: runs trained at once")
+    args, train_flags = parser.parse_known_args()
+    if train_flags and args.mode != "seeds":
+        parser.error(f"unrecognized arguments: {' '.join(train_flags)}")
     runs_dir = pathlib.Path(args.runs_dir) / args.mode
     runs_dir.mkdir(parents=True, exist_ok=True)
     records = []
     if args.mode == "seeds":
-        steps = args.steps or Config.total_env_steps
-        for seed in args.seeds:
-            records.append(run(runs_dir / f"seed{seed}", "--seed", str(seed),
-                               "--total-env-steps", str(steps),
-                               "--eval-every", str(args.eval_every)))
+        steps = ["--total-env-steps", str(args.steps)] if args.steps else []
+
+        def run_seed(seed):
+            return run(runs_dir / f"seed{seed}", "--seed", str(seed), *steps,
+                       "--eval-every", str(args.eval_every), *train_flags)
+
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            records = list(pool.map(run_seed, args.seeds))
         print(seeds_table(records))
+        print(seeds_counts(records))
     else:
         steps = args.steps or 500_000
         for seed in args.seeds:
@@ -215,7 +242,8 @@ def main():
     if args.mode == "ablation":
         plot_ablation(records, runs_dir, stem.with_suffix(".png"))
     else:
-        plot_seeds(records, runs_dir, stem.with_suffix(".png"))
+        plot_seeds(records, runs_dir, stem.with_suffix(".png"),
+                   " ".join(train_flags) or "default Config")
 
 
 if __name__ == "__main__":
