@@ -88,7 +88,7 @@ lag-benchmark: venv
 	$(PY) -m benchmarks.learning.lag_benchmark quick --out runs/lag-benchmark-quick
 
 lag-benchmark-full: venv
-	$(PY) -m benchmarks.learning.lag_benchmark full
+	$(PY) -m benchmarks.learning.lag_benchmark full --jobs 2
 
 # The linter (ruff.toml) first: a lint error fails `make test` and so CI.
 # LSTM against MLP on tf_vtrace/StatelessCartPole-v0 with --preset

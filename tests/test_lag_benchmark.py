@@ -68,3 +68,28 @@ def test_quick_lag_benchmark_writes_runs_table_and_figure(tmp_path):
     page = (tmp_path / "part.md").read_text()
     assert "![returns against env steps](part.png)" in page and "`part.json`" in page
     assert (tmp_path / "part.png").stat().st_size > 10_000
+
+
+def test_jobs_train_the_plan_in_processes_and_report_it_once(tmp_path):
+    result = _quick(tmp_path, "--lags", "0", "natural", "--seeds", "0",
+                    "--jobs", "2")
+    runs = sorted(p.name for p in (tmp_path / "runs" / "CartPole-v1").glob("*.json"))
+    assert runs == sorted(f"{c}-lag{lag}-seed0.json" for c in ("vtrace", "is1")
+                          for lag in (0, "natural"))
+    # Two training processes, each its own half of the 4 runs, then the report.
+    progress = [line for line in result.stdout.splitlines() if line.startswith("[")]
+    assert sorted(line[:5] for line in progress) == ["[1/2]"] * 2 + ["[1/4]"] + ["[2/2]"] * 2 + [
+        "[2/4]", "[3/4]", "[4/4]"]
+    rows = json.loads((tmp_path / "lag_benchmark.json").read_text())["rows"]
+    assert len(rows) == 4 and result.stdout.count("wrote ") == 1
+
+
+def test_bad_lag_and_shard_are_refused_by_name(tmp_path):
+    for flags, message in ((("--lags", "-1"), "a policy lag is an integer >= 0"),
+                           (("--shard", "2/2"), "a shard is i/n with 0 <= i < n"),
+                           (("--jobs", "0"), "--jobs must be >= 1")):
+        result = subprocess.run(
+            [sys.executable, "-m", "benchmarks.learning.lag_benchmark", "quick",
+             "--out", str(tmp_path), *flags],
+            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, cwd=ROOT)
+        assert result.returncode == 2 and message in result.stderr, result.stderr

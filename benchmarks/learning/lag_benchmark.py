@@ -44,6 +44,7 @@ import argparse
 import json
 import os
 import pathlib
+import subprocess
 import sys
 import time
 
@@ -173,13 +174,15 @@ def run_path(out, config):
     return out / "runs" / config.env_id.replace("/", "_") / name
 
 
-def run_all(plan, out, train=True):
+def run_all(plan, out, train=True, shard=(0, 1)):
     """Trains (or reloads) every run of `plan`, a progress line per run.
     Seeds are the outer loop: a partial run has every setting on its seeds.
-    With `train` False, only the runs already on disk are read."""
+    With `train` False, only the runs already on disk are read. `shard`
+    (i, n): only every n-th run from the i-th (one of n processes)."""
     configs = [run_config(env_id, correction, lag, seed, plan)
                for seed in plan["seeds"] for env_id in plan["envs"]
                for lag in plan["lags"] for correction in plan["corrections"]]
+    configs = configs[shard[0]::shard[1]]
     records, missing = [], []
     for index, config in enumerate(configs, 1):
         path = run_path(out, config)
@@ -358,6 +361,32 @@ def write_report(records, missing, out, command, wall_s, name="lag_benchmark"):
                  if missing else "Every run of this plan was run.")))
 
 
+def parse_shard(text):
+    """``i/n`` with 0 <= i < n."""
+    try:
+        index, count = (int(x) for x in text.split("/"))
+    except ValueError:
+        index, count = -1, 0
+    if not 0 <= index < count:
+        raise argparse.ArgumentTypeError(f"a shard is i/n with 0 <= i < n, got {text!r}")
+    return index, count
+
+
+def train_in_processes(jobs, argv):
+    """Trains the plan of `argv` in `jobs` processes at once (each run in one
+    of them, `--shard`); raises naming a process that failed."""
+    children = [subprocess.Popen([sys.executable, "-m", __spec__.name, *argv,
+                                  "--shard", f"{i}/{jobs}"])
+                for i in range(jobs)]
+    codes = [child.wait() for child in children]
+    failed = [f"--shard {i}/{jobs} (exit status {code})"
+              for i, code in enumerate(codes) if code]
+    if failed:
+        raise RuntimeError(f"training processes failed: {', '.join(failed)}; "
+                           "their runs finished so far are on disk (rerun "
+                           "to continue)")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("mode", choices=sorted(MODES))
@@ -376,7 +405,16 @@ def main(argv=None):
                              "full report in docs/")
     parser.add_argument("--report-only", action="store_true",
                         help="train nothing: report the runs already on disk")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="training processes at once (each run in one; "
+                             "on 2 cores 2 finish the plan sooner than 1)")
+    parser.add_argument("--shard", type=parse_shard, default=None,
+                        help="i/n: train only every n-th run from the i-th, "
+                             "and report nothing (what --jobs starts)")
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}")
     plan = dict(MODES[args.mode])
     plan.update({key: getattr(args, key) for key in
                  ("envs", "corrections", "lags", "seeds")
@@ -385,11 +423,18 @@ def main(argv=None):
     out = args.out or ROOT / "runs" / "lag-benchmark"
     docs = out if args.out or args.mode == "quick" else ROOT / "docs"
     start = time.time()
-    records, missing = run_all(plan, out, train=not args.report_only)
+    if args.shard is not None:
+        run_all(plan, out, shard=args.shard)
+        return
+    train = not args.report_only
+    if train and args.jobs > 1:
+        # The children get the same arguments: `--shard` comes first.
+        train_in_processes(args.jobs, argv)
+        train = False
+    records, missing = run_all(plan, out, train=train)
     if not records:
         parser.error(f"no run of this plan is on disk under {out}")
-    write_report(records, missing, docs, command=" ".join(["lag_benchmark.py"] + (
-        argv if argv is not None else sys.argv[1:])),
+    write_report(records, missing, docs, command=" ".join(["lag_benchmark.py"] + argv),
         wall_s=time.time() - start, name=args.name)
     print(f"wrote {docs / (args.name + '.md')} in {time.time() - start:.0f} s")
 
