@@ -30,14 +30,15 @@ left even lag-32 data nearly on-policy (KL(μ‖π) 0.003, mean ρ 1.00); here
 CartPole takes lr 3e-3 with 8 envs × 20 steps (4x the updates per env step,
 3x the step size), and MinAtar Breakout lr 1e-3 with 16 envs × 20 steps.
 
-Cost, measured on a shared 2-core machine: a CartPole run of 100k steps
-took 60–260 s of wall time (load 10–20), so the 80 CartPole runs of `full`
-are 1.5–3 hours there; a MinAtar Breakout run of 1M steps took 200–360 s
-(two runs side by side, load 2–5), so its 80 runs are 5–8 hours. Use
-`--envs`, `--lags`, `--seeds`, `--corrections` for a part (runs of the
-same `--out` add up: a finished run is read, not trained again), `--name`
-to report it beside the full report, and `--report-only` to report what is
-on disk.
+Cost, measured on the 2-core machine with two runs side by side (`--jobs
+2` does that): the 100 CartPole runs of `full` took 11.3 min (11.6–26.0 s
+a run, load 2–3); MinAtar Breakout runs of 1M steps took 97–170 s each
+(lags 4 and natural) and 115–360 s with up to four side by side, so its
+100 runs are about 1.8 hours at two at a time: the whole `full` plan about
+2 hours. Use `--envs`, `--lags`, `--seeds`, `--corrections` for a part
+(runs of the same `--out` add up: a finished run is read, not trained
+again), `--name` to report it beside the full report, and `--report-only`
+to report what is on disk.
 """
 
 import argparse
