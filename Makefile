@@ -98,7 +98,8 @@ stateless-benchmark: venv
 	$(PY) -m benchmarks.learning.stateless_cartpole --seeds 0 1 2 --steps 1000000 \
 		--eval-every 50000
 
-# The recurrent learner step against the feed-forward one (32 envs × 20 steps).
+# The recurrent learner step against the feed-forward one (the demo's 16 envs × 20
+# steps; the script's --num-envs 32 gives the earlier size).
 bench-recurrent: venv
 	$(PY) -m benchmarks.experiments.recurrent_learner_step
 
