@@ -210,3 +210,30 @@ def test_actor_acts_with_learner_weights_from_lag_updates_ago(lag):
     # The learner did move: the snapshots differ.
     assert not np.array_equal(snapshots[0][0], snapshots[-1][0])
     actor.close()
+
+
+def test_learner_weights_are_keras_weights_and_actor_takes_them_exactly():
+    # The learner's one-read copy and the actor's one-call assign (the
+    # thread backend's fast path) keep Keras' order, shapes and values.
+    config = Config(num_envs=2, unroll_length=4, seed=3, jit_compile=False)
+    actor = actor_lib.LocalActor(config)
+    learner = learner_lib.Learner(config, envs.env_spaces(config.env_id)[0],
+                                  actor.head_sizes)
+    weights = learner.get_weights()
+    expected = learner.model.get_weights()
+    assert [w.shape for w in weights] == [w.shape for w in expected]
+    for got, want in zip(weights, expected):
+        np.testing.assert_array_equal(got, want)
+    rng = np.random.default_rng(0)
+    fresh = [rng.normal(size=w.shape).astype(np.float32) for w in weights]
+    actor.set_weights(fresh, 7)
+    assert actor.version == 7
+    for got, want in zip(actor.model.get_weights(), fresh):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="expected 12 arrays"):
+        actor.set_weights(fresh[:-1], 8)
+    wrong = list(fresh)
+    wrong[0] = wrong[0].T
+    with pytest.raises(ValueError, match=r"has shape \(4, 64\), got \(64, 4\)"):
+        actor.set_weights(wrong, 8)
+    actor.close()

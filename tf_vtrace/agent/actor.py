@@ -42,6 +42,7 @@ import abc
 import numpy as np
 import tensorflow as tf
 
+from tf_vtrace import _tape
 from tf_vtrace.agent import _recurrent, networks
 from tf_vtrace.agent import envs as envs_lib
 
@@ -156,6 +157,43 @@ def _concrete_policy(model, observation_space, jit_compile):
                        input_signature=[signature]).get_concrete_function()
 
 
+def _weights_setter(model):
+    """A function `set(flat)` that assigns all of `model`'s weights from one
+    flat float32 vector (`keras.Model.get_weights()` order, each raveled).
+
+    One compiled call with one input instead of Keras' `set_weights` (a
+    conversion and an assign op per variable): in the ``"thread"`` backend
+    the actor thread shares the interpreter lock with the learner, and the
+    profile of the demo run put 17 % of the actor thread's time holding it
+    in `set_weights` (docs/scaling.md).
+    """
+    variables = model.weights
+    if any(v.dtype != "float32" for v in variables):
+        return model.set_weights  # (no such network here yet)
+    sizes = [int(np.prod(v.shape)) for v in variables]
+
+    def assign(flat):
+        for variable, part in zip(variables, tf.split(flat, sizes)):
+            variable.assign(tf.reshape(part, variable.shape))
+
+    concrete = tf.function(assign, autograph=False, input_signature=[
+        tf.TensorSpec([sum(sizes)], tf.float32)]).get_concrete_function()
+
+    def set_weights(weights):
+        if len(weights) != len(variables):
+            raise ValueError(f"set_weights: expected {len(variables)} arrays "
+                             f"(the network's weights), got {len(weights)}.")
+        for array, variable in zip(weights, variables):
+            if tuple(np.shape(array)) != tuple(variable.shape):
+                raise ValueError(
+                    f"set_weights: weight {variable.path!r} has shape "
+                    f"{tuple(variable.shape)}, got {tuple(np.shape(array))}.")
+        flat = np.concatenate([np.ravel(w) for w in weights]).astype(np.float32, copy=False)
+        _tape.call_concrete_unrecorded(concrete, [tf.constant(flat)])
+
+    return set_weights
+
+
 class LocalActor(ActorBackend):
     """Steps `config.num_envs` envs in this process, one batched policy call
     per step through a compiled function.
@@ -187,23 +225,26 @@ class LocalActor(ActorBackend):
             np.float32) if self.recurrent else None)
         self._policy = _concrete_policy(self.model, observation_space,
                                         config.jit_compile)
+        self._set_model_weights = _weights_setter(self.model)
         self._rng = np.random.default_rng(seed)
         self._episodes = _EpisodeTracker(config.num_envs)
         self.version = 0
 
     def set_weights(self, weights, version):
-        self.model.set_weights(weights)
+        self._set_model_weights(weights)
         self.version = int(version)
 
     def _logits_and_values(self, observations, core_state=None):
         """Numpy logits, values (and the core state after the step, for a
         recurrent network, from `core_state`)."""
-        observations = tf.convert_to_tensor(observations)
+        # The flat call: the inputs match the traced signature by
+        # construction (see `_tape.call_concrete_unrecorded`).
+        inputs = [tf.constant(observations)]
         if not self.recurrent:
-            logits, values = self._policy(observations)
+            logits, values = _tape.call_concrete_unrecorded(self._policy, inputs)
             return logits.numpy(), values.numpy(), None
-        logits, values, state = self._policy(
-            [observations, tf.convert_to_tensor(core_state)])
+        logits, values, state = _tape.call_concrete_unrecorded(
+            self._policy, inputs + [tf.constant(core_state)])
         return logits.numpy(), values.numpy(), state.numpy()
 
     def collect(self):

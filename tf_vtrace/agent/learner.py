@@ -166,6 +166,11 @@ class Learner:
             self._step = tf.function(self._distributed_train_step,
                                      autograph=False)
         self._targets = tf.function(self._vtrace_targets, autograph=False)
+        self._weight_shapes = [tuple(v.shape) for v in self.model.weights]
+        self._flat_weights = (
+            tf.function(self._concatenated_weights, autograph=False)
+            if self.strategy is None else None)
+        self._diagnostic_keys = None  # Set when the step is traced.
 
     @property
     def version(self):
@@ -173,8 +178,19 @@ class Learner:
         return int(self.optimizer.iterations.numpy())
 
     def get_weights(self):
-        """The network's weights as a list of numpy arrays."""
-        return self.model.get_weights()
+        """The network's weights as a list of numpy arrays (`keras.Model.
+        get_weights()`): one compiled read and one copy to the host, then
+        views of it; the loop pushes them after every update."""
+        if self._flat_weights is None:
+            return self.model.get_weights()
+        flat = self._flat_weights().numpy()
+        sizes = [int(np.prod(shape)) for shape in self._weight_shapes]
+        return [part.reshape(shape) for part, shape in zip(
+            np.split(flat, np.cumsum(sizes)[:-1]), self._weight_shapes)]
+
+    def _concatenated_weights(self):
+        return tf.concat([tf.reshape(tf.cast(v, tf.float32), [-1])
+                          for v in self.model.weights], 0)
 
     def _network_outputs(self, batch):
         """Logits [T + 1, B, ΣA], values [T + 1, B] and the truncation
@@ -243,7 +259,15 @@ class Learner:
                     update_skipped=skipped)
 
     def _train_step(self, *inputs):
-        return self._apply(*self._loss_and_gradients(*inputs))
+        return self._packed(self._apply(*self._loss_and_gradients(*inputs)))
+
+    def _packed(self, diagnostics):
+        """The diagnostics as one float32 vector (one copy to the host per
+        update instead of one per scalar); their names are kept at trace
+        time for `step`."""
+        self._diagnostic_keys = tuple(diagnostics)
+        return tf.stack([tf.cast(value, tf.float32)
+                         for value in diagnostics.values()])
 
     def _replica_loss_and_gradients(self, *inputs):
         """`_loss_and_gradients` of this replica, all-reduced over replicas:
@@ -270,7 +294,7 @@ class Learner:
         loss, diagnostics, gradients = tf.nest.map_structure(
             lambda value: self.strategy.experimental_local_results(value)[0],
             reduced)
-        return self._apply(loss, diagnostics, gradients)
+        return self._packed(self._apply(loss, diagnostics, gradients))
 
     def _vtrace_targets(self, *inputs):
         inputs = self._loss_inputs(*inputs)
@@ -301,8 +325,8 @@ class Learner:
         lag = self.version - int(unroll["policy_version"])
         inputs = (self._inputs(unroll) if self.strategy is None
                   else self._distributed_inputs(unroll))
-        diagnostics = self._step(*inputs)
-        return dict({k: float(v) for k, v in diagnostics.items()},
+        values = self._step(*inputs).numpy()
+        return dict(zip(self._diagnostic_keys, values.tolist()),
                     policy_lag=float(lag))
 
     def vtrace_targets(self, unroll):
