@@ -82,6 +82,8 @@ def sample_actions(logits, head_sizes, rng):
       Actions [B, H] int32.
     """
     gumbel = -np.log(-np.log(rng.uniform(1e-12, 1., logits.shape)))
+    if len(head_sizes) == 1:  # (the same draws, without the split and stack)
+        return np.argmax(logits + gumbel, axis=-1).astype(np.int32)[:, None]
     perturbed = networks.split_heads(logits + gumbel, head_sizes)
     return np.stack([np.argmax(h, axis=-1) for h in perturbed], -1).astype(np.int32)
 

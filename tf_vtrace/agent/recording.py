@@ -147,6 +147,7 @@ class Recorder:
         self._episodes = csv.writer(self._episodes_file)
         self._writer = tf.summary.create_file_writer(
             os.path.join(out_dir, "tensorboard"))
+        self._scalar_writers = {}  # names → compiled writer (`_write_scalars`)
 
     @property
     def mean_return(self):
@@ -164,11 +165,28 @@ class Recorder:
             self.recent_returns.append(float(ret))
         if self.updates % self.every and self.updates != 1:
             return
-        with self._writer.as_default(step=env_steps):
-            if self.recent_returns:
-                tf.summary.scalar("episode/mean_return", self.mean_return)
-            for key, value in dict(diagnostics, **counters).items():
-                tf.summary.scalar(f"learner/{key}", value)
+        scalars = {f"learner/{key}": value
+                   for key, value in dict(diagnostics, **counters).items()}
+        if self.recent_returns:
+            scalars["episode/mean_return"] = self.mean_return
+        self._write_scalars(env_steps, scalars)
+
+    def _write_scalars(self, env_steps, scalars):
+        """`scalars` (name → float) at step `env_steps`, in one compiled
+        call per set of names (the eager `tf.summary.scalar` per name held
+        the interpreter lock the actor threads need, docs/scaling.md)."""
+        names = tuple(scalars)
+        write = self._scalar_writers.get(names)
+        if write is None:
+            def write_all(values, step):
+                with self._writer.as_default(step=step):
+                    for i, name in enumerate(names):
+                        tf.summary.scalar(name, values[i])
+            write = tf.function(write_all, autograph=False, input_signature=[
+                tf.TensorSpec([len(names)], tf.float32),
+                tf.TensorSpec([], tf.int64)])
+            self._scalar_writers[names] = write
+        write(np.asarray(list(scalars.values()), np.float32), np.int64(env_steps))
 
     def record_evaluation(self, env_steps, update, returns):
         """Logs one greedy evaluation (its episodes' `returns`) to
