@@ -7,10 +7,11 @@ import sys
 import gymnasium as gym
 import numpy as np
 import pytest
+from tolerances import assert_close_to_rounding
 from vtrace_reference import categorical_log_probs, vtrace_reference
 
 from tf_vtrace.agent import actor as actor_lib
-from tf_vtrace.agent import envs, policy_lag
+from tf_vtrace.agent import envs, networks, policy_lag
 from tf_vtrace.agent import learner as learner_lib
 from tf_vtrace.agent import train as train_lib
 from tf_vtrace.agent.config import Config
@@ -30,6 +31,7 @@ GAMMA = 0.99
     (dict(learning_rate=0.), "learning_rate", "positive"),
     (dict(discount=1.5), "discount", "[0, 1]"),
     (dict(unroll_length=2.5), "unroll_length", "integer"),
+    (dict(actor_inference="numpy"), "actor_inference", "'tensorflow'"),
 ])
 def test_bad_config_names_the_field(changes, field, expected):
     with pytest.raises(ValueError, match=rf"Config\.{field}.*") as error:
@@ -237,3 +239,74 @@ def test_learner_weights_are_keras_weights_and_actor_takes_them_exactly():
     with pytest.raises(ValueError, match=r"has shape \(4, 64\), got \(64, 4\)"):
         actor.set_weights(wrong, 8)
     actor.close()
+
+
+def _mlp_float64(weights_by_layer, observations, hidden_layers):
+    """The `mlp` network from its definition, in float64: tanh towers,
+    linear logits and value."""
+    def dense(x, layer):
+        kernel, bias = weights_by_layer[layer]
+        return x @ kernel.astype(np.float64) + bias.astype(np.float64)
+    towers = {}
+    for tower in ("policy", "value"):
+        x = observations.astype(np.float64).reshape(len(observations), -1)
+        for i in range(hidden_layers):
+            x = np.tanh(dense(x, f"{tower}_{i}"))
+        towers[tower] = x
+    return dense(towers["policy"], "logits"), dense(towers["value"], "value")[:, 0]
+
+
+@pytest.mark.parametrize("hidden_sizes, head_sizes", [((64, 64), (2,)),
+                                                      ((32,), (3, 2)),
+                                                      ((16, 8, 4), (5,))])
+def test_mlp_numpy_forward_and_keras_match_the_float64_definition(hidden_sizes,
+                                                                  head_sizes):
+    # The actor's NumPy step (`networks.MLPForward`) and the learner's Keras
+    # network compute the same policy, each to float32 rounding.
+    model = networks.mlp((3, 2), head_sizes, hidden_sizes, seed=0)
+    rng = np.random.default_rng(1)
+    # Weights far from the initialization (tanh saturating on some units),
+    # observations of mixed scale.
+    weights = [rng.normal(scale=0.8, size=w.shape).astype(np.float32)
+               for w in model.get_weights()]
+    model.set_weights(weights)
+    by_layer = {}
+    for variable, array in zip(model.weights, weights):
+        layer, kind = variable.path.split("/")[-2:]
+        by_layer.setdefault(layer, [None, None])[kind == "bias"] = array
+    observations = (rng.normal(size=(16, 3, 2))
+                    * rng.choice([0.1, 1., 5.], size=(16, 3, 2))).astype(np.float32)
+    want_logits, want_values = _mlp_float64(by_layer, observations,
+                                            len(hidden_sizes))
+    forward = networks.MLPForward(model)
+    forward.set_weights(weights)
+    logits, values = forward(observations)
+    keras_logits, keras_values = (np.asarray(x) for x in model(observations))
+    assert logits.dtype == values.dtype == np.float32
+    assert logits.shape == (16, sum(head_sizes)) and values.shape == (16,)
+    n_reduced = 6 + sum(hidden_sizes)  # the fan-ins along one path
+    for got_logits, got_values in ((logits, values), (keras_logits, keras_values)):
+        assert_close_to_rounding(got_logits, want_logits, np.float32, n_reduced)
+        assert_close_to_rounding(got_values, want_values, np.float32, n_reduced)
+
+
+def test_actor_numpy_and_tensorflow_inference_act_alike():
+    # Same seed, same weights: the NumPy step ("auto" for the MLP) and the
+    # compiled TensorFlow step give the same actions and behaviour logits
+    # to float32 rounding.
+    unrolls = {}
+    for inference in ("auto", "tensorflow"):
+        config = Config(num_envs=3, unroll_length=30, seed=2, jit_compile=False,
+                        actor_inference=inference)
+        actor = actor_lib.LocalActor(config)
+        assert (actor._numpy_policy is not None) == (inference == "auto")
+        rng = np.random.default_rng(5)
+        actor.set_weights([rng.normal(scale=0.5, size=w.shape).astype(np.float32)
+                           for w in actor.model.get_weights()], 1)
+        unrolls[inference] = actor.collect()
+        actor.close()
+    np.testing.assert_array_equal(unrolls["auto"]["actions"],
+                                  unrolls["tensorflow"]["actions"])
+    assert_close_to_rounding(unrolls["auto"]["behaviour_logits"],
+                             unrolls["tensorflow"]["behaviour_logits"],
+                             np.float32, 4 + 64 + 64)

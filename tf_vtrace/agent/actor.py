@@ -228,17 +228,30 @@ class LocalActor(ActorBackend):
         self._policy = _concrete_policy(self.model, observation_space,
                                         config.jit_compile)
         self._set_model_weights = _weights_setter(self.model)
+        # The MLP's step in NumPy: a TensorFlow call costs more than the
+        # whole small network here (`networks.MLPForward`).
+        self._numpy_policy = (
+            networks.MLPForward(self.model)
+            if config.actor_inference == "auto"
+            and networks.MLPForward.is_mlp(self.model) else None)
+        if self._numpy_policy is not None:
+            self._numpy_policy.set_weights(self.model.get_weights())
         self._rng = np.random.default_rng(seed)
         self._episodes = _EpisodeTracker(config.num_envs)
         self.version = 0
 
     def set_weights(self, weights, version):
         self._set_model_weights(weights)
+        if self._numpy_policy is not None:
+            self._numpy_policy.set_weights(weights)
         self.version = int(version)
 
     def _logits_and_values(self, observations, core_state=None):
         """Numpy logits, values (and the core state after the step, for a
         recurrent network, from `core_state`)."""
+        if self._numpy_policy is not None:
+            logits, values = self._numpy_policy(observations)
+            return logits, values, None
         # The flat call: the inputs match the traced signature by
         # construction (see `_tape.call_concrete_unrecorded`).
         inputs = [tf.constant(observations)]

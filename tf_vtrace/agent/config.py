@@ -9,7 +9,8 @@ multi-discrete actions only).
 
 import dataclasses
 
-__all__ = ["BACKENDS", "CORES", "CORRECTIONS", "Config", "STRATEGIES"]
+__all__ = ["ACTOR_INFERENCE", "BACKENDS", "CORES", "CORRECTIONS", "Config",
+           "STRATEGIES"]
 
 # `tf_vtrace.agent.backends` implements BACKENDS.
 BACKENDS = ("thread", "local", "process", "ray")
@@ -19,6 +20,8 @@ STRATEGIES = ("none", "mirrored", "multi_worker")
 CORRECTIONS = ("vtrace", "none", "is1", "epsilon")
 # `tf_vtrace.agent.networks.build_network` implements CORES.
 CORES = ("none", "lstm")
+# `tf_vtrace.agent.actor.LocalActor` implements ACTOR_INFERENCE.
+ACTOR_INFERENCE = ("auto", "tensorflow")
 
 
 def _require(condition, field, expected, value):
@@ -85,6 +88,12 @@ class Config:
         (`gymnasium.vector.SyncVectorEnv`) or ``"envpool"`` (EnvPool's C++
         envs, the `envpool` extra; ids it shares with gymnasium, such as
         CartPole-v1), same unroll contract (`tf_vtrace.agent.envs`).
+      actor_inference: How the actors compute the policy at each step:
+        ``"auto"`` (NumPy for the feed-forward MLP of vector observations,
+        `tf_vtrace.agent.networks.MLPForward`, a compiled TensorFlow
+        function for the CNNs and the LSTM) or ``"tensorflow"`` (always the
+        compiled function). The learner, the export and the evaluation
+        always use TensorFlow; the two agree to float32 rounding.
       queue_size: Unrolls the ``"thread"`` backend's actors may queue ahead
         of the learner (they wait while it is full).
       strategy: The learner's `tf.distribute` strategy: ``"none"`` (one
@@ -133,6 +142,7 @@ class Config:
     num_actors: int = 1
     queue_size: int = 1
     vector_env: str = "gymnasium"
+    actor_inference: str = "auto"
     strategy: str = "none"
     max_nonfinite_updates: int = 10
     max_actor_failures: int = 3
@@ -168,6 +178,8 @@ class Config:
                  self.separate_value_core)
         _require(self.backend in BACKENDS, "backend", f"one of {BACKENDS}",
                  self.backend)
+        _require(self.actor_inference in ACTOR_INFERENCE, "actor_inference",
+                 f"one of {ACTOR_INFERENCE}", self.actor_inference)
         _require(self.backend != "local" or self.num_actors == 1, "num_actors",
                  "1 with backend 'local' (use 'process' or 'ray')",
                  self.num_actors)
