@@ -160,10 +160,9 @@ def _concrete_policy(model, observation_space, jit_compile):
 
 
 def _weights_setter(model):
-    """A function `set(flat)` that assigns all of `model`'s weights from one
-    flat float32 vector (`keras.Model.get_weights()` order, each raveled).
-
-    One compiled call with one input instead of Keras' `set_weights` (a
+    """A function `set_weights(weights)` for `model`: the arrays (`keras.
+    Model.get_weights()` order) checked, raveled into one float32 vector and
+    assigned in one compiled call with that one input, instead of Keras' `set_weights` (a
     conversion and an assign op per variable): in the ``"thread"`` backend
     the actor thread shares the interpreter lock with the learner, and the
     profile of the demo run put 17 % of the actor thread's time holding it
@@ -198,7 +197,8 @@ def _weights_setter(model):
 
 class LocalActor(ActorBackend):
     """Steps `config.num_envs` envs in this process, one batched policy call
-    per step through a compiled function.
+    per step: NumPy for the feed-forward MLP (`Config.actor_inference`), else
+    a compiled function.
 
     Args:
       config: A `tf_vtrace.agent.config.Config`.
