@@ -101,6 +101,42 @@ def test_loss_terms_match_reference(reduction, pg_target, lambda_):
                                    err_msg=key)
 
 
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_without_diagnostics_the_loss_and_gradients_are_the_same(jit_compile):
+    # with_diagnostics=False changes what is returned beside the loss, not
+    # the loss or its gradient (eager and in a plain tf.function), with the
+    # KL term on so that its computation cannot be skipped.
+    inp = _inputs()
+    costs = dict(baseline_cost=0.5, entropy_cost=0.01, kl_cost=0.1,
+                 clip_rho_threshold=1.0, clip_c_threshold=0.8)
+    ref_loss, _, stats, _, _ = _reference(
+        inp, reduction="mean", pg_target="vs", lambda_=1.0, clip_rho=1.0,
+        clip_pg=1.0, clip_c=0.8, **{k: v for k, v in costs.items()
+                                    if k.endswith("_cost")})
+    assert 0.2 < stats["rho_clipped_fraction"] < 0.8
+    tensors = {k: tf.constant(v) for k, v in inp.items()}
+    target, values = (tf.Variable(tensors.pop(k)) for k in
+                      ("target_policy_logits", "values"))
+
+    def step(with_diagnostics):
+        with tf.GradientTape() as tape:
+            loss, diags = impala_loss(
+                target_policy_logits=target, values=values, reduction="mean",
+                jit_compile=jit_compile, with_diagnostics=with_diagnostics,
+                **tensors, **costs)
+        return loss, diags, tape.gradient(loss, [target, values])
+
+    for run in (lambda f: f, tf.function):
+        loss, diags, grads = run(lambda: step(False))()
+        full_loss, full_diags, full_grads = run(lambda: step(True))()
+        assert diags == {} and "kl" in full_diags
+        np.testing.assert_allclose(float(loss), ref_loss, rtol=1e-10)
+        np.testing.assert_allclose(float(loss), float(full_loss), rtol=1e-12)
+        for got, want in zip(grads, full_grads):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12,
+                                       atol=1e-15)
+
+
 def test_float_noise_at_the_threshold_is_not_counted_as_clipped():
     """On-policy ratios of 1 ± 1e-4 read 0 clipped; ratios of 1.01 read 1."""
     inp = {k: v.astype(np.float32) if v.dtype == np.float64 else v
@@ -304,6 +340,7 @@ def test_sample_estimates_without_behaviour_logits():
     (dict(mask=np.ones((T,))), "`mask` must have rank 2"),
     (dict(clip_rho_threshold=-1.), "`clip_rho_threshold` must be a positive"),
     (dict(entropy_cost="0.1"), "`entropy_cost` must be a number"),
+    (dict(with_diagnostics="no"), "`with_diagnostics` must be a bool"),
 ])
 def test_errors_name_the_argument(kwargs, match):
     with pytest.raises((ValueError, TypeError), match=match):

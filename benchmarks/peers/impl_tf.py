@@ -106,12 +106,14 @@ def _user_step(vtrace_fn):
     return lambda jit_compile: _bind(tf_baselines.make_learner_step(vtrace_fn, jit_compile))
 
 
-def _library_loss_step(jit_compile, extra_inputs=None, autograph=True):
+def _library_loss_step(jit_compile, extra_inputs=None, autograph=True,
+                       with_diagnostics=True):
     """A training step around the library's own loss, `impala_loss`.
 
     `extra_inputs(values)` returns more keyword tensors for the loss, built
     once outside the step (e.g. a mask), so that the step's graph sees them
-    as inputs as it would a batch's.
+    as inputs as it would a batch's. The step drops the diagnostics; with
+    `with_diagnostics=False` it tells the loss so.
     """
     from tf_vtrace.impala import impala_loss
 
@@ -123,7 +125,8 @@ def _library_loss_step(jit_compile, extra_inputs=None, autograph=True):
             loss, _ = impala_loss(
                 behaviour_logits, target_logits, actions, discounts, rewards, values,
                 bootstrap_value, baseline_cost=tf_baselines.BASELINE_COST,
-                entropy_cost=tf_baselines.ENTROPY_COST, reduction="sum", **extra)
+                entropy_cost=tf_baselines.ENTROPY_COST, reduction="sum",
+                with_diagnostics=with_diagnostics, **extra)
         # Heads may be lists (one head here): loss, d / d logits, d / d values.
         return (loss, *tf.nest.flatten(tape.gradient(loss, [target_logits, values])))
 
@@ -159,6 +162,9 @@ def _pipeline_loss_step(jit_compile):
 LEARNER_STEPS = {
     "tf_vtrace": (_library_loss_step, False),  # impala_loss in a plain tf.function
     "tf_vtrace impala_loss in jit fn": (_library_loss_step, True),
+    "tf_vtrace impala_loss, no diagnostics": (
+        lambda jit_compile: _library_loss_step(jit_compile, with_diagnostics=False),
+        False),
     "tf_vtrace impala_loss, all-true mask": (
         lambda jit_compile: _library_loss_step(jit_compile, _all_valid_mask), False),
     "tf_vtrace pipeline loss call": (_pipeline_loss_step, True),

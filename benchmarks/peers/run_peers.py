@@ -50,6 +50,7 @@ IMPLEMENTATIONS.update({
     "tf_vtrace in user plain fn": (".venv", "impl_tf"),
     "tf_vtrace in user jit fn": (".venv", "impl_tf"),
     "tf_vtrace impala_loss in jit fn": (".venv", "impl_tf"),
+    "tf_vtrace impala_loss, no diagnostics": (".venv", "impl_tf"),
     "tf_vtrace impala_loss, all-true mask": (".venv", "impl_tf"),
     "tf_vtrace pipeline loss call": (".venv", "impl_tf"),
     "tf_vtrace ImpalaLoss in fit": (".venv", "impl_tf"),
