@@ -645,9 +645,9 @@ def impala_loss(behaviour_policy_logits,
       with_diagnostics: Compute the diagnostics (default). False returns an
         empty dict in their place and spares the compiled call their work
         (the KL among them): a step that drops them should say so, since
-        outside XLA the call computes every output it has (≈ 27 % of the
-        loss and gradient at T=100, B=256, A=18 in a plain `tf.function`,
-        docs/performance.md).
+        outside XLA the call computes every output it has (a quarter of
+        the loss and gradient at T=100, B=256, A=18 in a plain
+        `tf.function`, docs/performance.md).
       name: Name scope of the ops.
 
     Returns:
