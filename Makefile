@@ -50,12 +50,14 @@ $(STAMP): setup.py constraints.txt | $(VENV)/bin/python
 # The actor acts in a thread of this process while the learner learns (the
 # asynchronous default); `make demo BACKEND=local` runs the synchronous loop,
 # `make demo BACKEND=process NUM_ACTORS=2` or `make demo-ray` run the actors
-# in worker processes or as Ray actors (docs/scaling.md), `make demo
-# VECTOR_ENV=envpool` steps EnvPool's C++ CartPole (the envpool extra).
+# in worker processes or as Ray actors (docs/scaling.md). The envs are
+# gymnasium's NumPy-vectorized CartPole (VECTOR_ENV=auto); `make demo
+# VECTOR_ENV=gymnasium` steps one Python env per copy (SyncVectorEnv),
+# `make demo VECTOR_ENV=envpool` EnvPool's C++ CartPole (the envpool extra).
 DEMO_OUT ?= runs/demo
 BACKEND ?= thread
 NUM_ACTORS ?= 1
-VECTOR_ENV ?= gymnasium
+VECTOR_ENV ?= auto
 # Greedy evaluation every 25k env steps, the best policy kept (policy_best/).
 EVAL_EVERY ?= 25000
 demo: venv-demo $(if $(filter ray,$(BACKEND)),venv-ray) $(if $(filter envpool,$(VECTOR_ENV)),venv-envpool)

@@ -59,9 +59,12 @@ T, B, LIMIT = 12, 3, 5
 def truncating_run():
     """A real CartPole-v1 with a 5-step time limit: every episode is truncated
     (CartPole cannot fall within 5 steps), at t = 4 and t = 9 of the unroll.
-    The actor keeps its own random weights, so μ ≠ π and ρ is not 1."""
+    The actor keeps its own random weights, so μ ≠ π and ρ is not 1.
+    gymnasium's `SyncVectorEnv` (env b seeded seed + b), so that one
+    gymnasium env per column replays it (the NumPy-vectorized CartPole is
+    checked transition by transition in test_vector_envs.py)."""
     config = Config(num_envs=B, unroll_length=T, max_episode_steps=LIMIT,
-                    seed=3, jit_compile=False)
+                    seed=3, jit_compile=False, vector_env="gymnasium")
     actor = actor_lib.LocalActor(config)
     unroll = actor.collect()
     learner = learner_lib.Learner(config, envs.env_spaces(config.env_id)[0],

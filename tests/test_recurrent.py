@@ -30,8 +30,9 @@ from tf_vtrace.agent.config import Config
 from tf_vtrace.agent.evaluate import evaluate
 from tf_vtrace.export import export_policy
 
+# gymnasium's SyncVectorEnv: the episodes the controls' margins were set on.
 CONFIG = Config(core="lstm", core_size=16, hidden_sizes=(32,), num_envs=4,
-                unroll_length=16, max_episode_steps=5)
+                unroll_length=16, max_episode_steps=5, vector_env="gymnasium")
 
 
 def _log_probs(logits, actions):

@@ -10,6 +10,10 @@ the env runners included: what a user waits for):
 
 * ours: ``python -m tf_vtrace.agent train`` with the demo's defaults and
   budget (`--our-env-steps`, `Config.total_env_steps`);
+* both step the same envs (`--envs`): gymnasium's NumPy-vectorized
+  CartPole (``numpy``, the demo's; RLlib's ``gym_env_vectorize_mode=
+  "vector_entry_point"``) or one Python env per copy (``gymnasium``;
+  RLlib's default ``"sync"``);
 * RLlib: `benchmarks/peers/rllib_impala.py` in the RLlib venv
   (``.venv-bench-rllib``, built by ``make bench-agent`` from
   ``requirements-rllib.txt``), its tuned CartPole IMPALA settings, stopped
@@ -77,6 +81,10 @@ def _tensorboard_clock(run_dir):
     return np.asarray(steps, np.float64), np.asarray(walls, np.float64)
 
 
+# Our `Config.vector_env` → RLlib's `gym_env_vectorize_mode`, the same envs.
+RLLIB_VECTORIZE_MODES = {"numpy": "vector_entry_point", "gymnasium": "sync"}
+
+
 def run_ours(seed, args, out_dir):
     """One training run of ours; returns its record."""
     from tf_vtrace.agent import recording
@@ -84,7 +92,8 @@ def run_ours(seed, args, out_dir):
     command = [sys.executable, "-m", "tf_vtrace.agent", "train",
                "--out", run_dir, "--restart", "--no-progress",
                "--seed", str(seed), "--num-envs", str(args.num_envs),
-               "--total-env-steps", str(args.our_env_steps)]
+               "--total-env-steps", str(args.our_env_steps),
+               "--vector-env", args.envs]
     load_before, start = _load(), time.time()
     result = subprocess.run(command, capture_output=True, text=True,
                             timeout=args.max_seconds + 600)
@@ -115,6 +124,7 @@ def run_rllib(seed, args, out_dir):
     command = [RLLIB_PY, os.path.join("benchmarks", "peers", "rllib_impala.py"),
                "--seed", str(seed), "--num-envs", str(args.num_envs),
                "--target", str(args.target),
+               "--vectorize-mode", RLLIB_VECTORIZE_MODES[args.envs],
                "--max-env-steps", str(args.rllib_env_steps),
                "--max-seconds", str(args.max_seconds)]
     load_before, start = _load(), time.time()
@@ -229,6 +239,9 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--num-envs", type=int, default=Config.num_envs)
     parser.add_argument("--target", type=float, default=450.)
+    parser.add_argument("--envs", default="numpy",
+                        choices=sorted(RLLIB_VECTORIZE_MODES),
+                        help="the vector env both systems step")
     parser.add_argument("--our-env-steps", type=int,
                         default=Config.total_env_steps)
     parser.add_argument("--rllib-env-steps", type=int, default=3_000_000)

@@ -39,7 +39,8 @@ def _config(args):
         # env step came in 30-65 s of training (3 runs here); without it,
         # 27k env steps in the first 40 s.
         .env_runners(num_env_runners=1, num_envs_per_env_runner=args.num_envs,
-                     use_env_runner_state_server=False)
+                     use_env_runner_state_server=False,
+                     gym_env_vectorize_mode=args.vectorize_mode)
         .learners(num_learners=0)
         .training(train_batch_size_per_learner=500, lr=5e-4,
                   vf_loss_coeff=0.05, entropy_coeff=0.0, grad_clip=40.0,
@@ -72,6 +73,10 @@ def main():
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-envs", type=int, default=32)
+    # "vector_entry_point": gymnasium's NumPy-vectorized CartPole (the env
+    # our demo steps), "sync": one Python env per copy (RLlib's default).
+    parser.add_argument("--vectorize-mode", default="sync",
+                        choices=["sync", "vector_entry_point"])
     parser.add_argument("--target", type=float, default=450.)
     parser.add_argument("--max-env-steps", type=int, default=2_000_000)
     parser.add_argument("--max-seconds", type=float, default=900.)

@@ -84,10 +84,14 @@ class Config:
         or ``"ray"`` (Ray actors, the `ray` extra); see
         `tf_vtrace.agent.backends`.
       num_actors: Actors, each stepping `num_envs` envs (1 with ``"local"``).
-      vector_env: What steps the `num_envs` envs: ``"gymnasium"``
-        (`gymnasium.vector.SyncVectorEnv`) or ``"envpool"`` (EnvPool's C++
-        envs, the `envpool` extra; ids it shares with gymnasium, such as
-        CartPole-v1), same unroll contract (`tf_vtrace.agent.envs`).
+      vector_env: What steps the `num_envs` envs, all with the same unroll
+        contract (`tf_vtrace.agent.envs`): ``"auto"`` (the default:
+        ``"numpy"`` where it exists, else ``"gymnasium"``),
+        ``"gymnasium"`` (`gymnasium.vector.SyncVectorEnv`, one Python env
+        per copy), ``"numpy"`` (gymnasium's NumPy-vectorized CartPole, one
+        array step for all copies; CartPole-v0/v1 only) or ``"envpool"``
+        (EnvPool's C++ envs, the `envpool` extra; ids it shares with
+        gymnasium, such as CartPole-v1).
       actor_inference: How the actors compute the policy at each step:
         ``"auto"`` (NumPy for the feed-forward MLP of vector observations,
         `tf_vtrace.agent.networks.MLPForward`, a compiled TensorFlow
@@ -141,7 +145,7 @@ class Config:
     backend: str = "thread"
     num_actors: int = 1
     queue_size: int = 1
-    vector_env: str = "gymnasium"
+    vector_env: str = "auto"
     actor_inference: str = "auto"
     strategy: str = "none"
     max_nonfinite_updates: int = 10
@@ -219,6 +223,8 @@ class Config:
                  f"one of {envs.VECTOR_ENVS}", self.vector_env)
         if self.vector_env == "envpool":
             envs.check_envpool(self.env_id)
+        if self.vector_env == "numpy":
+            envs.check_numpy_vector_env(self.env_id)
 
     @property
     def steps_per_update(self):

@@ -31,9 +31,11 @@ import functools
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.classic_control import cartpole as gym_cartpole
 
-__all__ = ["EnvPoolVectorEnv", "MULTI_DISCRETE_ID", "STATELESS_CARTPOLE_ID",
-           "VECTOR_ENVS", "check_env_id", "check_envpool", "env_spaces",
+__all__ = ["CartPoleNumpyVectorEnv", "EnvPoolVectorEnv", "MULTI_DISCRETE_ID", "STATELESS_CARTPOLE_ID",
+           "NUMPY_VECTOR_ENV_IDS", "VECTOR_ENVS", "check_env_id",
+           "check_envpool", "check_numpy_vector_env", "env_spaces",
            "head_sizes", "make_env", "make_vector_env", "to_env_actions"]
 
 MULTI_DISCRETE_ID = "tf_vtrace/CartPoleForce-v0"
@@ -201,7 +203,70 @@ def check_env_id(env_id):
                          f"got {observation_space}.")
 
 
-VECTOR_ENVS = ("gymnasium", "envpool")
+VECTOR_ENVS = ("auto", "gymnasium", "numpy", "envpool")
+
+# The ids whose NumPy-vectorized implementation gymnasium registers
+# (`vector_entry_point`) and `CartPoleNumpyVectorEnv` adapts.
+NUMPY_VECTOR_ENV_IDS = ("CartPole-v0", "CartPole-v1")
+
+
+class CartPoleNumpyVectorEnv(gym_cartpole.CartPoleVectorEnv):
+    """gymnasium's NumPy-vectorized CartPole with same-step auto-reset.
+
+    gymnasium registers, next to CartPole's one-env class, `CartPoleVectorEnv`:
+    the same physics on arrays [4, B] in one NumPy step for all B envs (tens
+    of µs where `SyncVectorEnv` of B `CartPoleEnv`s takes ~10 µs per env).
+    It resets an env on the step *after* its episode ended
+    (`AutoresetMode.NEXT_STEP`); here the ended envs are reset at once, as
+    its own next step would reset them (new states uniform in
+    [low, high] from its generator, step counts 0), so that `step` returns
+    what `SyncVectorEnv` with `AutoresetMode.SAME_STEP` does: the next
+    episode's first observation, the ended one's last in
+    ``info["final_obs"]`` (mask ``info["_final_obs"]``). Rewards come as
+    float64, as `SyncVectorEnv`'s.
+
+    Resetting in place reads and writes the parent's arrays (``state``,
+    ``steps``, ``prev_done``): gymnasium internals, pinned by
+    constraints.txt; tests/test_vector_envs.py checks every transition
+    against gymnasium's `CartPoleEnv` stepped from the same state.
+
+    Args:
+      env_id: One of `NUMPY_VECTOR_ENV_IDS`.
+      num_envs: B.
+      max_episode_steps: The time limit (None: the id's own, 500 or 200).
+    """
+
+    def __init__(self, env_id, num_envs, max_episode_steps=None):
+        check_numpy_vector_env(env_id)
+        super().__init__(
+            num_envs=num_envs,
+            max_episode_steps=(max_episode_steps
+                               or gym.spec(env_id).max_episode_steps))
+
+    def step(self, actions):
+        observations, rewards, terminated, truncated, _ = super().step(
+            np.asarray(actions))
+        done = terminated | truncated
+        info = {}
+        if done.any():
+            info = {"final_obs": observations, "_final_obs": done}
+            self.state[:, done] = self.np_random.uniform(
+                low=self.low, high=self.high, size=(4, int(done.sum())))
+            self.steps[done] = 0
+            self.prev_done[:] = False  # (reset here, not at the next step)
+            observations = self.state.T.astype(np.float32)
+        return (observations, rewards.astype(np.float64), terminated,
+                truncated, info)
+
+
+def check_numpy_vector_env(env_id):
+    """Raises a ValueError naming `Config.vector_env` unless `env_id` has a
+    NumPy vector implementation here (`NUMPY_VECTOR_ENV_IDS`)."""
+    if env_id not in NUMPY_VECTOR_ENV_IDS:
+        raise ValueError(
+            f"Config.vector_env: no NumPy-vectorized {env_id!r} (gymnasium's "
+            f"are adapted for {', '.join(NUMPY_VECTOR_ENV_IDS)}); use "
+            f"vector_env='gymnasium' or 'auto'.")
 
 
 class EnvPoolVectorEnv:
@@ -298,17 +363,28 @@ def make_vector_env(env_id, num_envs, seed, max_episode_steps=None,
     Args:
       env_id: A gymnasium id (checked with `check_env_id` first).
       num_envs: B.
-      seed: Env i is reset with seed + i.
+      seed: Env i is reset with seed + i (``"numpy"``: one generator for
+        all envs, seeded with `seed`).
       max_episode_steps: Overrides the time limit (None: the env's own).
-      vector_env: ``"gymnasium"`` (`gymnasium.vector.SyncVectorEnv`) or
-        ``"envpool"`` (`EnvPoolVectorEnv`, same contract).
+      vector_env: ``"gymnasium"`` (`gymnasium.vector.SyncVectorEnv`),
+        ``"numpy"`` (`CartPoleNumpyVectorEnv`), ``"envpool"``
+        (`EnvPoolVectorEnv`), all with the same contract; ``"auto"``:
+        ``"numpy"`` for `NUMPY_VECTOR_ENV_IDS`, else ``"gymnasium"``.
 
     Returns:
       `(vector_env, first_observations)`.
     """
+    if vector_env == "auto":
+        vector_env = ("numpy" if env_id in NUMPY_VECTOR_ENV_IDS
+                      else "gymnasium")
     if vector_env == "envpool":
         envs = EnvPoolVectorEnv(env_id, num_envs, seed, max_episode_steps)
         return envs, envs.reset()[0]
+    if vector_env == "numpy":
+        envs = CartPoleNumpyVectorEnv(env_id, num_envs, max_episode_steps)
+        observations, _ = envs.reset(seed=seed)
+        envs.action_space.seed(seed)
+        return envs, observations
     envs = gym.vector.SyncVectorEnv(
         [functools.partial(make_env, env_id, max_episode_steps)] * num_envs,
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
