@@ -33,8 +33,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control import cartpole as gym_cartpole
 
-__all__ = ["CartPoleNumpyVectorEnv", "EnvPoolVectorEnv", "MULTI_DISCRETE_ID", "STATELESS_CARTPOLE_ID",
-           "NUMPY_VECTOR_ENV_IDS", "VECTOR_ENVS", "check_env_id",
+__all__ = ["CartPoleNumpyVectorEnv", "EnvPoolVectorEnv", "MULTI_DISCRETE_ID",
+           "NUMPY_VECTOR_ENV_IDS", "STATELESS_CARTPOLE_ID", "VECTOR_ENVS", "check_env_id",
            "check_envpool", "check_numpy_vector_env", "env_spaces",
            "head_sizes", "make_env", "make_vector_env", "to_env_actions"]
 
