@@ -103,7 +103,9 @@ def main():
                 "episodes": _get(result, "env_runners",
                                  "num_episodes_lifetime"),
             }
-            print(json.dumps(line), flush=True)
+            # (NumPy scalars: the NumPy-vectorized CartPole's rewards are
+            # float32.)
+            print(json.dumps(line, default=float), flush=True)
             done = (line["return_mean"] is not None
                     and line["return_mean"] >= args.target)
             if (done or line["env_steps"] >= args.max_env_steps

@@ -167,6 +167,9 @@ class Learner:
                                      autograph=False)
         self._targets = tf.function(self._vtrace_targets, autograph=False)
         self._weight_shapes = [tuple(v.shape) for v in self.model.weights]
+        # Where each weight ends in the concatenated vector (but the last).
+        self._weight_splits = np.cumsum(
+            [int(np.prod(shape)) for shape in self._weight_shapes])[:-1]
         self._flat_weights = (
             tf.function(self._concatenated_weights, autograph=False)
             if self.strategy is None else None)
@@ -184,9 +187,8 @@ class Learner:
         if self._flat_weights is None:
             return self.model.get_weights()
         flat = self._flat_weights().numpy()
-        sizes = [int(np.prod(shape)) for shape in self._weight_shapes]
         return [part.reshape(shape) for part, shape in zip(
-            np.split(flat, np.cumsum(sizes)[:-1]), self._weight_shapes)]
+            np.split(flat, self._weight_splits), self._weight_shapes)]
 
     def _concatenated_weights(self):
         return tf.concat([tf.reshape(tf.cast(v, tf.float32), [-1])
