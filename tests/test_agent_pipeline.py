@@ -177,7 +177,8 @@ def test_sigterm_stops_like_ctrl_c(tmp_path):
     # dropped (queued, or being acted, at the stop: at most queue_size + 1).
     assert summary["backend"] == "thread"
     assert sum(summary["unrolls_per_actor"]) == summary["learner_updates"]
-    assert 0 <= summary["discarded_unrolls"] <= 2
+    queue_size = json.loads((out / "config.json").read_text())["queue_size"]
+    assert 0 <= summary["discarded_unrolls"] <= queue_size + 1
 
 
 def test_a_killed_actor_process_is_replaced_and_training_goes_on(tmp_path):

@@ -6,10 +6,13 @@ docs/lag_benchmark.md)."""
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
 from tolerances import SUBPROCESS_TIMEOUT_S
+
+from tf_vtrace.agent.config import Config
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -50,9 +53,10 @@ def test_quick_lag_benchmark_writes_runs_table_and_figure(tmp_path):
             assert row["rho_clipped_fraction"] > 0.1 and row["kl"] > 1e-4
         # The set lag is exact in the synchronous loop (16 > 4 updates: the
         # actor keeps the initial weights, the lag is the learner's version);
-        # the asynchronous actor is at most its queue (1) + the unroll it
-        # acts (1) updates behind.
-        expected = {0: (0, 0), 16: (2.5, 3.5)}.get(row["policy_lag"], (0, 2))
+        # the asynchronous actor is at most its queue + the unroll it acts
+        # (1) updates behind.
+        expected = {0: (0, 0), 16: (2.5, 3.5)}.get(
+            row["policy_lag"], (0, Config().queue_size + 1))
         assert expected[0] <= row["measured_lag"] <= expected[1], row
     page = (tmp_path / "lag_benchmark.md").read_text()
     assert "| CartPole-v1 | 16 | is1 | 2 |" in page
@@ -77,9 +81,13 @@ def test_jobs_train_the_plan_in_processes_and_report_it_once(tmp_path):
     assert runs == sorted(f"{c}-lag{lag}-seed0.json" for c in ("vtrace", "is1")
                           for lag in (0, "natural"))
     # Two training processes, each its own half of the 4 runs, then the report.
-    progress = [line for line in result.stdout.splitlines() if line.startswith("[")]
-    assert sorted(line[:5] for line in progress) == ["[1/2]"] * 2 + ["[1/4]"] + ["[2/2]"] * 2 + [
-        "[2/4]", "[3/4]", "[4/4]"]
+    # (Searched anywhere in the output, not only at line starts: in one
+    # full-suite run on a loaded machine one child's line was not at a line
+    # start while all four runs were on disk; not reproduced since. The
+    # output is shown if it happens again.)
+    progress = re.findall(r"\[\d/\d\]", result.stdout)
+    assert sorted(progress) == ["[1/2]"] * 2 + ["[1/4]"] + ["[2/2]"] * 2 + [
+        "[2/4]", "[3/4]", "[4/4]"], result.stdout
     rows = json.loads((tmp_path / "lag_benchmark.json").read_text())["rows"]
     assert len(rows) == 4 and result.stdout.count("wrote ") == 1
 

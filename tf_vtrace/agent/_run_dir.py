@@ -69,13 +69,21 @@ def _remove_outputs(out_dir):
             os.remove(path)
 
 
+# The fields whose default changed after they were added, at the value that
+# behaves as the code did before each was added (the thread backend's queue
+# held one unroll; CartPole stepped in gymnasium's SyncVectorEnv).
+_BEFORE_THE_FIELD = {"queue_size": 1, "vector_env": "gymnasium"}
+
+
 def _check_same_config(config, config_path):
     with open(config_path) as handle:
         saved = json.load(handle)
     current = json.loads(json.dumps(config.to_dict()))  # tuples as lists
-    # A field added to Config after the run was written ran at its default
-    # then (queue_size, vector_env, core: the behaviour before them).
-    defaults = json.loads(json.dumps(type(config)().to_dict()))
+    # A field added to Config after the run was written ran at the value
+    # that behaves as the code did before it: its default, unless the
+    # default has changed since (`_BEFORE_THE_FIELD`).
+    defaults = {**json.loads(json.dumps(type(config)().to_dict())),
+                **_BEFORE_THE_FIELD}
     saved = {**{k: defaults[k] for k in current if k not in saved}, **saved}
     missing = "(absent)"
     differing = [f"{key}: {saved.get(key, missing)!r} there, "
