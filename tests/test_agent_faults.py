@@ -214,20 +214,23 @@ def test_a_changed_config_is_refused_and_restart_starts_over(tmp_path):
 def test_a_run_written_before_a_field_existed_is_the_same_run(tmp_path):
     """A config.json without the fields added since (queue_size,
     vector_env) matches a config with the values that behave as the code
-    did then (a queue of 1, gymnasium's vector env), not today's defaults
-    (2, "auto"), which are named."""
+    did then (a queue of 1, gymnasium's vector env), not a default that
+    changed since (vector_env "auto"), which is named; a value other than
+    the default is named too."""
     config = Config(backend="local", num_envs=2, jit_compile=False,
-                    queue_size=1, vector_env="gymnasium")
+                    vector_env="gymnasium")
     old = config.to_dict()
     del old["queue_size"], old["vector_env"]
     (tmp_path / "config.json").write_text(json.dumps(old))
     _run_dir._check_same_config(config, str(tmp_path / "config.json"))
     with pytest.raises(train_lib.RunDirectoryError,
-                       match="queue_size: 1 there, 2 now; "
-                             "vector_env: 'gymnasium' there, 'auto' now"):
-        _run_dir._check_same_config(
-            Config(backend="local", num_envs=2, jit_compile=False),
-            str(tmp_path / "config.json"))
+                       match="vector_env: 'gymnasium' there, 'auto' now"):
+        _run_dir._check_same_config(config.replace(vector_env="auto"),
+                                    str(tmp_path / "config.json"))
+    with pytest.raises(train_lib.RunDirectoryError,
+                       match="queue_size: 1 there, 2 now"):
+        _run_dir._check_same_config(config.replace(queue_size=2),
+                                    str(tmp_path / "config.json"))
 
 
 def test_evaluate_names_a_missing_or_broken_policy(tmp_path):

@@ -70,9 +70,9 @@ def _remove_outputs(out_dir):
 
 
 # The fields whose default changed after they were added, at the value that
-# behaves as the code did before each was added (the thread backend's queue
-# held one unroll; CartPole stepped in gymnasium's SyncVectorEnv).
-_BEFORE_THE_FIELD = {"queue_size": 1, "vector_env": "gymnasium"}
+# behaves as the code did before each was added (CartPole stepped in
+# gymnasium's SyncVectorEnv).
+_BEFORE_THE_FIELD = {"vector_env": "gymnasium"}
 
 
 def _check_same_config(config, config_path):

@@ -99,10 +99,10 @@ class Config:
         compiled function). The learner, the export and the evaluation
         always use TensorFlow; the two agree to float32 rounding.
       queue_size: Unrolls the ``"thread"`` backend's actors may queue ahead
-        of the learner (they wait while it is full). 2: on 2 cores with
-        the demo's CartPole, 1 left the learner waiting 9–13 % of the time
-        and 2 5–9 %, for a policy lag of ≈ 2 updates instead of ≈ 1.6
-        (docs/scaling.md).
+        of the learner (they wait while it is full). 1: on 2 cores with
+        the demo's CartPole, 2 kept the learner busier (idle 5–9 % instead
+        of 9–13 %) but at a policy lag of ≈ 2 updates instead of ≈ 1.6 it
+        learned worse over 30 seeds (docs/agent.md, docs/scaling.md).
       strategy: The learner's `tf.distribute` strategy: ``"none"`` (one
         device), ``"mirrored"`` (`tf.distribute.MirroredStrategy` over this
         host's GPUs, else its logical CPU devices) or ``"multi_worker"``
@@ -147,7 +147,7 @@ class Config:
     checkpoint_every: int = 200
     backend: str = "thread"
     num_actors: int = 1
-    queue_size: int = 2
+    queue_size: int = 1
     vector_env: str = "auto"
     actor_inference: str = "auto"
     strategy: str = "none"
