@@ -291,11 +291,14 @@ def test_backup_and_restore_resumes_an_interrupted_fit_exactly(tmp_path):
     keras_resume.check_resume_matches_uninterrupted(str(tmp_path / "backup"))
 
 
-@pytest.mark.parametrize("in_function", [False, True])
+@pytest.mark.parametrize("in_function", [None, "plain", "xla"])
 def test_packed_call_matches_the_unpacked_loss_and_gradient(in_function):
     """The one-call path (packed y_true and y_pred, unpacked inside XLA) gives
     the loss and d loss / d y_pred of the unpacked path (dict y_pred, the
-    record path of `impala_loss`), with padding and a time limit in play."""
+    record path of `impala_loss`), with padding (NaN predictions there) and a
+    time limit in play; eagerly, in a plain `tf.function` and inside a
+    caller's XLA function (a model's `jit_compile` train step), where the
+    mask is computed apart from the loops that read it (`_masking`)."""
     _, data = _batch(seed=4)
     rng = np.random.default_rng(4)
     mask = np.ones([B, T], np.float32)
@@ -304,11 +307,13 @@ def test_packed_call_matches_the_unpacked_loss_and_gradient(in_function):
     truncated[2, 1] = 1.
     y_true = pack_targets(**data, mask=mask, truncated=truncated,
                           truncation_values=rng.normal(size=(B, T)).astype(np.float32))
-    y_pred = tf.Variable(rng.normal(size=(B, T + 1, A + 1)).astype(np.float32))
-    loss = ImpalaLoss(entropy_cost=0.01, kl_cost=0.1, reduction="masked_mean",
-                      lambda_=0.9)
+    prediction = rng.normal(size=(B, T + 1, A + 1)).astype(np.float32)
+    prediction[1, 4:] = np.nan  # Read by no valid step: V(x_3) is step 2's next.
+    y_pred = tf.Variable(prediction)
+    options = dict(entropy_cost=0.01, kl_cost=0.1, reduction="masked_mean", lambda_=0.9)
+    compiled_loss = ImpalaLoss(**options)
 
-    def loss_and_gradient(packed):
+    def loss_and_gradient(packed, loss=compiled_loss):
         with tf.GradientTape() as tape:
             prediction = tf.convert_to_tensor(y_pred)
             if not packed:
@@ -317,11 +322,16 @@ def test_packed_call_matches_the_unpacked_loss_and_gradient(in_function):
             value = loss(y_true, prediction)
         return value, tape.gradient(value, y_pred)
 
+    # The reference: eager TF ops, no XLA anywhere.
+    loss_value, grad = loss_and_gradient(False, ImpalaLoss(**options, jit_compile=False))
     if in_function:
-        loss_and_gradient = tf.function(loss_and_gradient)
-    packed_loss, packed_grad = loss_and_gradient(True)
-    loss_value, grad = loss_and_gradient(False)
-    np.testing.assert_allclose(float(packed_loss), float(loss_value), rtol=LOSS_RTOL)
-    np.testing.assert_allclose(packed_grad.numpy(), grad.numpy(), rtol=LOSS_RTOL,
-                               atol=LOSS_RTOL * float(tf.reduce_max(tf.abs(grad))))
+        loss_and_gradient = tf.function(loss_and_gradient,
+                                        jit_compile=in_function == "xla")
+    for packed in (True, False):
+        got_loss, got_grad = loss_and_gradient(packed)
+        assert np.isfinite(float(got_loss)) and np.isfinite(got_grad.numpy()).all()
+        np.testing.assert_allclose(float(got_loss), float(loss_value), rtol=LOSS_RTOL)
+        np.testing.assert_allclose(got_grad.numpy(), grad.numpy(), rtol=LOSS_RTOL,
+                                   atol=LOSS_RTOL * float(tf.reduce_max(tf.abs(grad))))
+    packed_grad = loss_and_gradient(True)[1]
     assert float(tf.reduce_max(tf.abs(packed_grad[1, 4:, :]))) == 0.  # padded steps

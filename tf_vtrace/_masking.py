@@ -7,7 +7,7 @@ inputs, so that the core's recursion is reused and never duplicated: see
 
 import tensorflow as tf
 
-from tf_vtrace import _checks
+from tf_vtrace import _checks, _tape
 
 
 def expand_to_rank(mask, tensor):
@@ -20,6 +20,25 @@ def expand_to_rank(mask, tensor):
 # The integer type of each float's bit pattern, for `bitwise_where_valid`.
 BITS = {tf.float16: tf.int16, tf.bfloat16: tf.int16, tf.float32: tf.int32,
          tf.float64: tf.int64}
+
+
+def _computed_once(keep):
+    """`keep` (0 or −1 per step), computed into memory of its own under XLA.
+
+    XLA on CPU fuses a cheap producer into every loop that reads it. Where
+    `valid` is a compare made in the same XLA program (Keras' float mask
+    compared to 0 inside a model's `jit_compile` train step), the compare
+    fused into the loop that masks the logits stopped it vectorizing, as a
+    broadcast predicate does: each log-softmax exp ran 3x slower and the
+    whole `fit` step took 2.2x the floor (docs/performance.md). XLA's
+    optimization barrier is removed before fusion on CPU, and TensorFlow
+    folds a reduction over copies of one tensor; a reduction over `keep` and
+    zeros is kept, and is not fused into the loops that read it. Its min is
+    `keep` itself, as no entry of `keep` exceeds 0.
+    """
+    if not _tape.in_xla_context():
+        return keep
+    return tf.reduce_min(tf.stack([keep, tf.zeros_like(keep)], axis=-1), axis=-1)
 
 
 def bitwise_where_valid(valid, tensor):
@@ -36,7 +55,7 @@ def bitwise_where_valid(valid, tensor):
     """
     bits = BITS[tensor.dtype]
     # −1 is all ones. (A select here would broadcast a predicate again.)
-    keep = expand_to_rank(-tf.cast(valid, bits), tensor)
+    keep = expand_to_rank(_computed_once(-tf.cast(valid, bits)), tensor)
 
     def select(value):
         return tf.bitcast(tf.bitwise.bitwise_and(tf.bitcast(value, bits), keep),

@@ -180,17 +180,28 @@ LEARNER_STEPS = {
 
 def build_learner_step(name, inputs):
     """IMPALA learner step: logits -> log-probs -> V-trace -> loss -> gradients."""
-    if name in ("tf_vtrace ImpalaLoss in fit", "tf_vtrace ImpalaLoss in tf_keras fit"):
+    if name in KERAS_STEPS:
         # The Keras that tf.keras is: tf_keras in a worker started with
         # TF_USE_LEGACY_KERAS=1 (run_peers.WORKER_ENV), else Keras 3.
-        return build_keras_train_step(inputs)
+        return _KerasStep(inputs, jit_compile=KERAS_STEPS[name])
     make_step, jit_compile = LEARNER_STEPS[name]
     return make_step(jit_compile)(*_tensors(inputs, LOGITS_KEYS))
 
 
+# Keras `fit` rows -> the model's `jit_compile` (None: Keras' default, which
+# on a CPU-only machine compiles no XLA for the train step).
+KERAS_STEPS = {
+    "tf_vtrace ImpalaLoss in fit": None,
+    "tf_vtrace ImpalaLoss in tf_keras fit": None,
+    "tf_vtrace ImpalaLoss in jit fit": True,
+    "tf_vtrace ImpalaLoss in tf_keras jit fit": True,
+}
+
+
 class _KerasStep:
     """One Keras `fit` step of `ImpalaLoss`, as `fit` runs it (Keras 3, or
-    tf_keras under TF_USE_LEGACY_KERAS=1), compiled with the defaults.
+    tf_keras under TF_USE_LEGACY_KERAS=1), compiled with Keras' defaults or
+    with `jit_compile=True` (the whole train step as one XLA program).
 
     The model's output is one variable holding the packed predictions
     [B, T + 1, A + 1] (π's logits and V for T + 1 observations, the last value
@@ -201,7 +212,7 @@ class _KerasStep:
     taken once through the same loss object.
     """
 
-    def __init__(self, inputs):
+    def __init__(self, inputs, jit_compile=None):
         from tf_vtrace.keras import ImpalaLoss, keras, pack_targets
 
         batch_major = {k: tf.transpose(tf.constant(inputs[k]), [1, 0, 2] if
@@ -229,7 +240,8 @@ class _KerasStep:
 
         x = tf.zeros([y_pred.shape[0], 1])
         model = keras.Sequential([keras.Input((1,)), Predictions()])
-        model.compile(optimizer=keras.optimizers.SGD(0.0), loss=self.loss)
+        compile_args = {} if jit_compile is None else {"jit_compile": jit_compile}
+        model.compile(optimizer=keras.optimizers.SGD(0.0), loss=self.loss, **compile_args)
         model.make_train_function()
         dataset = tf.data.Dataset.from_tensors((x, y_true)).repeat()
         self.iterator = iter(dataset)
@@ -246,10 +258,6 @@ class _KerasStep:
             loss = self.loss(self.y_true, y_pred)
         grad = tf.transpose(tape.gradient(loss, y_pred)[:, :self.T], [1, 0, 2])
         return loss, grad[..., :self.A], grad[..., self.A]
-
-
-def build_keras_train_step(inputs):
-    return _KerasStep(inputs)
 
 
 BUILDERS = {

@@ -55,10 +55,13 @@ IMPLEMENTATIONS.update({
     "tf_vtrace pipeline loss call": (".venv", "impl_tf"),
     "tf_vtrace ImpalaLoss in fit": (".venv", "impl_tf"),
     "tf_vtrace ImpalaLoss in tf_keras fit": (".venv", "impl_tf"),
+    "tf_vtrace ImpalaLoss in jit fit": (".venv", "impl_tf"),
+    "tf_vtrace ImpalaLoss in tf_keras jit fit": (".venv", "impl_tf"),
 })
 # Environment a worker needs (tf_keras replaces Keras 3 only when this is set
 # before TensorFlow is imported).
-WORKER_ENV = {"tf_vtrace ImpalaLoss in tf_keras fit": {"TF_USE_LEGACY_KERAS": "1"}}
+WORKER_ENV = {name: {"TF_USE_LEGACY_KERAS": "1"} for name in (
+    "tf_vtrace ImpalaLoss in tf_keras fit", "tf_vtrace ImpalaLoss in tf_keras jit fit")}
 BEFORE = " (before)"  # suffix of the rows run from the --baseline checkout
 BASELINE_ROOT = None  # set by --baseline
 REFERENCE = "tf_vtrace"
