@@ -277,13 +277,29 @@ def test_dist_class_passes_through_and_serializes():
 
 
 def test_fit_with_xla_compiled_train_step():
+    """`jit_compile=True` (docs/keras.md recommends it on a CPU) trains with
+    the metrics on, and the XLA-compiled step evaluates as TF ops with no XLA
+    anywhere do (the loss's own XLA call off too), padding in play."""
     obs, data = _batch()
+    mask = np.ones((B, T), np.float32)
+    mask[1, 3:] = 0.
+    y_true = pack_targets(**data, mask=mask)
     model = _model()
-    model.compile(keras.optimizers.Adam(0.02), loss=ImpalaLoss(reduction="mean"),
-                  jit_compile=True)
-    history = model.fit(obs, pack_targets(**data), batch_size=B, epochs=3,
-                        verbose=0).history
-    assert np.isfinite(history["loss"]).all()
+    options = dict(reduction="masked_mean", entropy_cost=0.01)
+    watched = ["mean_rho", "kl", "entropy"]
+
+    def compiled(jit_compile):
+        loss = ImpalaLoss(**options, jit_compile=jit_compile)
+        model.compile(keras.optimizers.Adam(0.02), loss=loss, jit_compile=jit_compile,
+                      metrics=impala_metrics(loss, watched))
+        return model
+
+    history = compiled(True).fit(obs, y_true, batch_size=B, epochs=3, verbose=0).history
+    assert all(np.isfinite(history[key]).all() for key in ["loss", *watched])
+    xla = compiled(True).evaluate(obs, y_true, batch_size=B, verbose=0, return_dict=True)
+    plain = compiled(False).evaluate(obs, y_true, batch_size=B, verbose=0, return_dict=True)
+    for key in ["loss", *watched]:
+        np.testing.assert_allclose(xla[key], plain[key], rtol=LOSS_RTOL)
 
 
 def test_backup_and_restore_resumes_an_interrupted_fit_exactly(tmp_path):
