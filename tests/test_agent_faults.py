@@ -83,19 +83,26 @@ def test_a_nan_reward_update_changes_nothing(jit_compile):
     weights = learner.get_weights()
     unroll = actor.collect()
     assert np.isnan(unroll["rewards"]).any()
-    diagnostics = learner.step(unroll)
+    update = learner.update(unroll)  # (the loop's call: version, weights)
+    diagnostics = update.diagnostics
     assert diagnostics["update_skipped"] == 1 and math.isnan(diagnostics["loss"])
-    assert learner.version == 2
+    assert learner.version == update.version == 2
     after = learner.optimizer.variables
     assert len(before) == len(after) > 2 * len(weights)  # m, v, iterations
     for old, new in zip(before, after):
         np.testing.assert_array_equal(old, new.numpy())
-    for old, new in zip(weights, learner.get_weights()):
+    for old, new, pushed in zip(weights, learner.get_weights(), update.weights):
         np.testing.assert_array_equal(old, new)
+        np.testing.assert_array_equal(old, pushed)
     actor.collect()  # env steps 30 … 39: NaN too
     finite = actor.collect()
     assert np.isfinite(finite["rewards"]).all()
-    assert learner.step(finite)["update_skipped"] == 0 and learner.version == 3
+    update = learner.update(finite)
+    assert update.diagnostics["update_skipped"] == 0
+    assert learner.version == update.version == 3
+    assert not np.array_equal(update.weights[0], weights[0])
+    for pushed, keras_weight in zip(update.weights, learner.model.get_weights()):
+        np.testing.assert_array_equal(pushed, keras_weight)
     actor.close()
 
 

@@ -138,6 +138,16 @@ def test_numpy_cartpole_steps_as_gymnasiums_cartpole_env():
     assert counts["terminated"] > 0 and counts["truncated"] > 0, counts
 
 
+@pytest.mark.parametrize("actions", [[0, 2, 1], [0, -1, 1], [0, 1],
+                                     [0., 1., 1.]])
+def test_numpy_cartpole_refuses_actions_outside_its_action_space(actions):
+    vector, _ = envs.make_vector_env("CartPole-v1", 3, 0, None, "numpy")
+    state = vector.state.copy()
+    with pytest.raises(ValueError, match="3 integers in {0, 1}"):
+        vector.step(np.asarray(actions))
+    np.testing.assert_array_equal(vector.state, state)  # nothing stepped
+
+
 def test_auto_is_numpy_for_cartpole_and_gymnasium_elsewhere():
     vector, _ = envs.make_vector_env("CartPole-v1", 2, 0, None, "auto")
     assert isinstance(vector, envs.CartPoleNumpyVectorEnv)

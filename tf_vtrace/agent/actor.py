@@ -99,6 +99,8 @@ class _EpisodeTracker:
     def update(self, rewards, done):
         self.returns += rewards
         self.lengths += 1
+        if not done.any():  # (most steps: skips four masked ops)
+            return
         self.finished_returns += list(self.returns[done])
         self.finished_lengths += list(self.lengths[done])
         self.returns[done] = 0.
@@ -159,6 +161,23 @@ def _concrete_policy(model, observation_space, jit_compile):
                        input_signature=[signature]).get_concrete_function()
 
 
+def _weight_shapes(model):
+    """`(path, shape)` of each of `model`'s weights, in `get_weights` order."""
+    return [(v.path, tuple(v.shape)) for v in model.weights]
+
+
+def _check_weights(weights, shapes):
+    """Raises a ValueError unless `weights` are arrays of `shapes`
+    (`_weight_shapes`)."""
+    if len(weights) != len(shapes):
+        raise ValueError(f"set_weights: expected {len(shapes)} arrays "
+                         f"(the network's weights), got {len(weights)}.")
+    for array, (path, shape) in zip(weights, shapes):
+        if tuple(np.shape(array)) != shape:
+            raise ValueError(f"set_weights: weight {path!r} has shape "
+                             f"{shape}, got {tuple(np.shape(array))}.")
+
+
 def _weights_setter(model):
     """A function `set_weights(weights)` for `model`: the arrays (`keras.
     Model.get_weights()` order) checked, raveled into one float32 vector and
@@ -180,15 +199,10 @@ def _weights_setter(model):
     concrete = tf.function(assign, autograph=False, input_signature=[
         tf.TensorSpec([sum(sizes)], tf.float32)]).get_concrete_function()
 
+    shapes = _weight_shapes(model)
+
     def set_weights(weights):
-        if len(weights) != len(variables):
-            raise ValueError(f"set_weights: expected {len(variables)} arrays "
-                             f"(the network's weights), got {len(weights)}.")
-        for array, variable in zip(weights, variables):
-            if tuple(np.shape(array)) != tuple(variable.shape):
-                raise ValueError(
-                    f"set_weights: weight {variable.path!r} has shape "
-                    f"{tuple(variable.shape)}, got {tuple(np.shape(array))}.")
+        _check_weights(weights, shapes)
         flat = np.concatenate([np.ravel(w) for w in weights]).astype(np.float32, copy=False)
         _tape.call_concrete_unrecorded(concrete, [tf.constant(flat)])
 
@@ -216,35 +230,58 @@ class LocalActor(ActorBackend):
         observation_space, action_space = envs_lib.env_spaces(config.env_id)
         self.action_space = action_space
         self.head_sizes = envs_lib.head_sizes(action_space)
-        self.model = networks.build_network(
+        self._model = networks.build_network(
             observation_space, self.head_sizes, config.hidden_sizes,
             core=config.core, core_size=config.core_size,
             separate_value_core=config.separate_value_core)
-        self.recurrent = _recurrent.is_recurrent(self.model)
+        self.recurrent = _recurrent.is_recurrent(self._model)
         # Each env's core state, carried across steps and unrolls.
         self._core_state = (np.zeros(
-            (config.num_envs,) + _recurrent.core_state_shape(self.model),
+            (config.num_envs,) + _recurrent.core_state_shape(self._model),
             np.float32) if self.recurrent else None)
-        self._policy = _concrete_policy(self.model, observation_space,
+        self._policy = _concrete_policy(self._model, observation_space,
                                         config.jit_compile)
-        self._set_model_weights = _weights_setter(self.model)
+        self._set_model_weights = _weights_setter(self._model)
+        self._weight_shapes = _weight_shapes(self._model)
         # The MLP's step in NumPy: a TensorFlow call costs more than the
         # whole small network here (`networks.MLPForward`).
         self._numpy_policy = (
-            networks.MLPForward(self.model)
+            networks.MLPForward(self._model)
             if config.actor_inference == "auto"
-            and networks.MLPForward.is_mlp(self.model) else None)
+            and networks.MLPForward.is_mlp(self._model) else None)
         if self._numpy_policy is not None:
-            self._numpy_policy.set_weights(self.model.get_weights())
+            self._numpy_policy.set_weights(self._model.get_weights())
+        # Weights the NumPy policy acts with and the Keras model does not
+        # hold yet: assigned when `model` is read, not at every update (the
+        # assignment is a TensorFlow call, ~0.2 ms of the actor's GIL time).
+        self._unassigned_weights = None
         self._rng = np.random.default_rng(seed)
         self._episodes = _EpisodeTracker(config.num_envs)
         self.version = 0
 
+    @property
+    def model(self):
+        """The Keras policy network, holding the weights acted with."""
+        if self._unassigned_weights is not None:
+            self._set_model_weights(self._unassigned_weights)
+            self._unassigned_weights = None
+        return self._model
+
     def set_weights(self, weights, version):
-        self._set_model_weights(weights)
         if self._numpy_policy is not None:
+            _check_weights(weights, self._weight_shapes)
             self._numpy_policy.set_weights(weights)
+            self._unassigned_weights = weights
+        else:
+            self._set_model_weights(weights)
         self.version = int(version)
+
+    def _logits(self, observations, core_state=None):
+        """Numpy logits of an acting step (and the core state after it)."""
+        if self._numpy_policy is not None:
+            return self._numpy_policy.logits(observations), None
+        logits, _, state = self._logits_and_values(observations, core_state)
+        return logits, state
 
     def _logits_and_values(self, observations, core_state=None):
         """Numpy logits, values (and the core state after the step, for a
@@ -276,8 +313,8 @@ class LocalActor(ActorBackend):
         initial_core_state = (None if self._core_state is None
                               else self._core_state.copy())
         for t in range(T):
-            logits[t], _, state_after = self._logits_and_values(
-                observations[t], self._core_state)
+            logits[t], state_after = self._logits(observations[t],
+                                                  self._core_state)
             actions[t] = sample_actions(logits[t], self.head_sizes, self._rng)
             next_obs, reward, term, trunc, info = self.envs.step(
                 envs_lib.to_env_actions(actions[t], self.action_space))

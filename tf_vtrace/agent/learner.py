@@ -29,14 +29,16 @@ effective sample size) and KL(μ ‖ π), to show how off-policy it was.
 """
 
 import contextlib
+import typing
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from tf_vtrace import _tape
 from tf_vtrace.agent import _recurrent, corrections, networks
 
-__all__ = ["Learner", "LEARNER_INPUTS", "make_strategy"]
+__all__ = ["Learner", "LEARNER_INPUTS", "Update", "make_strategy"]
 
 # The unroll entries the learner step reads (see `tf_vtrace.agent.actor`).
 LEARNER_INPUTS = ("observations", "actions", "behaviour_logits", "rewards",
@@ -50,6 +52,20 @@ RECURRENT_INPUTS = ("terminated", _recurrent.CORE_STATE_KEY)
 # and equal slices make their mean over replicas the global mean.
 _SUMMED_DIAGNOSTICS = ("policy_loss", "baseline_loss", "entropy_loss",
                        "kl_loss")
+
+
+class Update(typing.NamedTuple):
+    """What one learner update gives the loop.
+
+    Attributes:
+      diagnostics: `Learner.step`'s dict of Python floats.
+      version: The learner version after the update (its updates so far).
+      weights: The network's weights after the update, as
+        `Learner.get_weights` returns them.
+    """
+    diagnostics: dict
+    version: int
+    weights: list
 
 
 def make_strategy(config):
@@ -166,13 +182,17 @@ class Learner:
             self._step = tf.function(self._distributed_train_step,
                                      autograph=False)
         self._targets = tf.function(self._vtrace_targets, autograph=False)
+        # The step's concrete function per input signature (shapes, dtypes):
+        # called flat, it skips tf.function's argument matching, a third of
+        # the learner thread's time (it holds the GIL the actors share).
+        self._concrete_steps = {}
         self._weight_shapes = [tuple(v.shape) for v in self.model.weights]
         # Where each weight ends in the concatenated vector (but the last).
         self._weight_splits = np.cumsum(
             [int(np.prod(shape)) for shape in self._weight_shapes])[:-1]
         self._flat_weights = (
             tf.function(self._concatenated_weights, autograph=False)
-            if self.strategy is None else None)
+            .get_concrete_function() if self.strategy is None else None)
         self._diagnostic_keys = None  # Set when the step is traced.
 
     @property
@@ -186,7 +206,11 @@ class Learner:
         views of it; the loop pushes them after every update."""
         if self._flat_weights is None:
             return self.model.get_weights()
-        flat = self._flat_weights().numpy()
+        return self._split_weights(
+            _tape.call_concrete_unrecorded(self._flat_weights, []).numpy())
+
+    def _split_weights(self, flat):
+        """The flat weights vector as `get_weights`' list (views of it)."""
         return [part.reshape(shape) for part, shape in zip(
             np.split(flat, self._weight_splits), self._weight_shapes)]
 
@@ -261,7 +285,14 @@ class Learner:
                     update_skipped=skipped)
 
     def _train_step(self, *inputs):
-        return self._packed(self._apply(*self._loss_and_gradients(*inputs)))
+        """The packed diagnostics, the learner versions before and after
+        the update, and the weights after it (flat): all the loop needs
+        from an update in one call, each extra call costing the learner
+        thread a wait for the interpreter lock the actor threads hold."""
+        before = tf.identity(self.optimizer.iterations)
+        packed = self._packed(self._apply(*self._loss_and_gradients(*inputs)))
+        versions = tf.stack([before, tf.identity(self.optimizer.iterations)])
+        return packed, versions, self._concatenated_weights()
 
     def _packed(self, diagnostics):
         """The diagnostics as one float32 vector (one copy to the host per
@@ -320,16 +351,48 @@ class Learner:
                 unroll, self._input_keys,
                 context.replica_id_in_sync_group % local, local))
 
+    def _concrete_step(self, inputs):
+        """The step's concrete function for `inputs`' shapes and dtypes."""
+        signature = tuple((tuple(x.shape), x.dtype) for x in inputs)
+        concrete = self._concrete_steps.get(signature)
+        if concrete is None:
+            concrete = self._step.get_concrete_function(*inputs)
+            self._concrete_steps[signature] = concrete
+        return concrete
+
+    def _diagnostics(self, packed, version_before, unroll):
+        """`step`'s dict: the packed diagnostics and the policy lag."""
+        lag = version_before - int(unroll["policy_version"])
+        return dict(zip(self._diagnostic_keys, packed.tolist()),
+                    policy_lag=float(lag))
+
+    def update(self, unroll):
+        """One update on `unroll` (an actor's dict): an `Update` with
+        `step`'s diagnostics and the version and weights after it."""
+        if self.strategy is not None:
+            diagnostics = self.step(unroll)
+            return Update(diagnostics, self.version, self.get_weights())
+        packed, versions, flat = self._one_device_step(unroll)
+        before, after = versions.numpy().tolist()
+        return Update(self._diagnostics(packed.numpy(), before, unroll),
+                      after, self._split_weights(flat.numpy()))
+
+    def _one_device_step(self, unroll):
+        """`_train_step`'s outputs on `unroll` (called flat)."""
+        inputs = self._inputs(unroll)
+        return _tape.call_concrete_unrecorded(self._concrete_step(inputs),
+                                              inputs)
+
     def step(self, unroll):
         """One update on `unroll` (an actor's dict); returns the diagnostics
         as Python floats, plus ``policy_lag`` (learner version − the
         unroll's policy version, before this update)."""
-        lag = self.version - int(unroll["policy_version"])
-        inputs = (self._inputs(unroll) if self.strategy is None
-                  else self._distributed_inputs(unroll))
-        values = self._step(*inputs).numpy()
-        return dict(zip(self._diagnostic_keys, values.tolist()),
-                    policy_lag=float(lag))
+        if self.strategy is None:
+            packed, versions, _ = self._one_device_step(unroll)
+            return self._diagnostics(packed.numpy(), int(versions[0]), unroll)
+        version_before = self.version
+        packed = self._step(*self._distributed_inputs(unroll)).numpy()
+        return self._diagnostics(packed, version_before, unroll)
 
     def vtrace_targets(self, unroll):
         """What the loss is built on, without updating: a dict of numpy

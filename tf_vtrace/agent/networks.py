@@ -128,12 +128,21 @@ class MLPForward:
             i += 1
         return x
 
+    @staticmethod
+    def _flat(observations):
+        return np.asarray(observations, np.float32).reshape(len(observations), -1)
+
+    def logits(self, observations):
+        """Logits [N, ΣA] of observations [N, ...], float32 (the policy
+        tower alone: what acting needs)."""
+        return self._dense(self._tower(self._flat(observations), "policy"),
+                           "logits")
+
     def __call__(self, observations):
         """(logits [N, ΣA], values [N]) of observations [N, ...], float32."""
-        flat = np.asarray(observations, np.float32).reshape(len(observations), -1)
-        logits = self._dense(self._tower(flat, "policy"), "logits")
-        values = self._dense(self._tower(flat, "value"), "value")
-        return logits, values[:, 0]
+        values = self._dense(self._tower(self._flat(observations), "value"),
+                             "value")
+        return self.logits(observations), values[:, 0]
 
 
 def nature_cnn(observation_shape, head_sizes, seed=None):

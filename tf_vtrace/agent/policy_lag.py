@@ -30,6 +30,11 @@ class WeightHistory:
         """Keeps `weights` (a list of numpy arrays) of learner `version`."""
         self._kept.append((int(version), weights))
 
+    @property
+    def newest_version(self):
+        """The version last pushed."""
+        return self._kept[-1][0]
+
     def kept(self):
         """The kept `(version, weights)`, oldest first (pushed again in
         this order, they rebuild the history: a resumed run's)."""

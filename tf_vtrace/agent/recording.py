@@ -23,6 +23,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from tf_vtrace import _tape
+
 __all__ = ["Recorder", "plot_learning_curve", "read_episodes",
            "read_evaluations", "running_mean"]
 
@@ -184,9 +186,11 @@ class Recorder:
                         tf.summary.scalar(name, values[i])
             write = tf.function(write_all, autograph=False, input_signature=[
                 tf.TensorSpec([len(names)], tf.float32),
-                tf.TensorSpec([], tf.int64)])
+                tf.TensorSpec([], tf.int64)]).get_concrete_function()
             self._scalar_writers[names] = write
-        write(np.asarray(list(scalars.values()), np.float32), np.int64(env_steps))
+        _tape.call_concrete_unrecorded(write, [
+            tf.constant(list(scalars.values()), tf.float32),
+            tf.constant(env_steps, tf.int64)])
 
     def record_evaluation(self, env_steps, update, returns):
         """Logs one greedy evaluation (its episodes' `returns`) to

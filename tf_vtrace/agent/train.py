@@ -106,15 +106,15 @@ def actor_learner_step(actor, learner, history, idle=None):
       `(unroll, diagnostics)`.
     """
     version, weights = history.lagged()
-    if version != actor.version or learner.version == 0:
+    if version != actor.version or history.newest_version == 0:
         actor.set_weights(weights, version)
     start = time.perf_counter()
     unroll = actor.collect()
     if idle is not None:
         idle.collect_s += time.perf_counter() - start
-    diagnostics = learner.step(unroll)
-    history.push(learner.version, learner.get_weights())
-    return unroll, diagnostics
+    update = learner.update(unroll)
+    history.push(update.version, update.weights)
+    return unroll, update.diagnostics
 
 
 class _Idle:
