@@ -176,8 +176,10 @@ class Learner:
         # XLA cannot compile a step that spans devices; under a strategy the
         # loss still runs as its own compiled call on each replica.
         if self.strategy is None:
-            self._step = tf.function(self._train_step, autograph=False,
-                                     jit_compile=config.jit_compile)
+            self._compiled_update = tf.function(
+                self._update_packed, autograph=False,
+                jit_compile=config.jit_compile)
+            self._step = tf.function(self._train_step, autograph=False)
         else:
             self._step = tf.function(self._distributed_train_step,
                                      autograph=False)
@@ -284,13 +286,21 @@ class Learner:
         return dict(diagnostics, loss=loss, gradient_norm=gradient_norm,
                     update_skipped=skipped)
 
+    def _update_packed(self, *inputs):
+        return self._packed(self._apply(*self._loss_and_gradients(*inputs)))
+
     def _train_step(self, *inputs):
         """The packed diagnostics, the learner versions before and after
         the update, and the weights after it (flat): all the loop needs
         from an update in one call, each extra call costing the learner
-        thread a wait for the interpreter lock the actor threads hold."""
+        thread a wait for the interpreter lock the actor threads hold.
+
+        The reads are outside the (XLA-)compiled update, ordered after it
+        by the graph's automatic control dependencies: as outputs of the
+        XLA program, the weights came back one update old in one run of the
+        test suite under load."""
         before = tf.identity(self.optimizer.iterations)
-        packed = self._packed(self._apply(*self._loss_and_gradients(*inputs)))
+        packed = self._compiled_update(*inputs)
         versions = tf.stack([before, tf.identity(self.optimizer.iterations)])
         return packed, versions, self._concatenated_weights()
 
