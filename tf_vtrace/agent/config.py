@@ -103,6 +103,8 @@ class Config:
         the demo's CartPole, 2 kept the learner busier (idle 5–9 % instead
         of 9–13 %) but at a policy lag of ≈ 2 updates instead of ≈ 1.6 it
         learned worse over 30 seeds (docs/agent.md, docs/scaling.md).
+        Since the actor got faster than the learner, 1 gives a lag of
+        ≈ 1.8 and leaves the actor waiting ≈ 20 % of the time.
       strategy: The learner's `tf.distribute` strategy: ``"none"`` (one
         device), ``"mirrored"`` (`tf.distribute.MirroredStrategy` over this
         host's GPUs, else its logical CPU devices) or ``"multi_worker"``
