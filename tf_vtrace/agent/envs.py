@@ -220,7 +220,7 @@ class CartPoleNumpyVectorEnv(gym_cartpole.CartPoleVectorEnv):
     (`AutoresetMode.NEXT_STEP`). This subclass keeps its spaces, state,
     reset and generator and steps them itself (`_cartpole_euler_step`:
     gymnasium's expressions, without its per-step action-space check and
-    deferred-reset masking, ~40 % of its step on 16 envs): the ended envs are
+    deferred-reset masking: 47 → 34 µs a step on 16 envs): the ended envs are
     reset at once, as the parent's next step would reset them (new states
     uniform in [low, high] from its generator, step counts 0), so that `step`
     returns what `SyncVectorEnv` with `AutoresetMode.SAME_STEP` does: the
@@ -280,8 +280,8 @@ def _cartpole_euler_step(env, state, actions):
 
     The expressions and their order are gymnasium's `CartPoleEnv.step`, so
     the result is the same to the bit (tests/test_vector_envs.py); written
-    here because gymnasium's own vector step checks the action space and
-    resets on the next step, half of its cost on 16 envs.
+    here because gymnasium's own vector step also checks the action space
+    and masks the next step's resets (`CartPoleNumpyVectorEnv`).
     """
     x, x_dot, theta, theta_dot = state
     force = np.where(actions == 1, env.force_mag, -env.force_mag)

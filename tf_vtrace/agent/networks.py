@@ -128,6 +128,9 @@ class MLPForward:
             i += 1
         return x
 
+    def _head(self, flat, tower, output):
+        return self._dense(self._tower(flat, tower), output)
+
     @staticmethod
     def _flat(observations):
         return np.asarray(observations, np.float32).reshape(len(observations), -1)
@@ -135,14 +138,13 @@ class MLPForward:
     def logits(self, observations):
         """Logits [N, ΣA] of observations [N, ...], float32 (the policy
         tower alone: what acting needs)."""
-        return self._dense(self._tower(self._flat(observations), "policy"),
-                           "logits")
+        return self._head(self._flat(observations), "policy", "logits")
 
     def __call__(self, observations):
         """(logits [N, ΣA], values [N]) of observations [N, ...], float32."""
-        values = self._dense(self._tower(self._flat(observations), "value"),
-                             "value")
-        return self.logits(observations), values[:, 0]
+        flat = self._flat(observations)
+        return (self._head(flat, "policy", "logits"),
+                self._head(flat, "value", "value")[:, 0])
 
 
 def nature_cnn(observation_shape, head_sizes, seed=None):
