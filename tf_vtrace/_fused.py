@@ -135,7 +135,7 @@ def _compiled_loss_sums(body, differentiable, static, with_gradients):
         ok = tf.equal(code, 0)
         return outputs, [tf.where(ok, g, tf.zeros_like(g)) for g in gradients], code
 
-    return tf.function(call, jit_compile=True, reduce_retracing=True,
+    return tf.function(call, jit_compile=True,
                        autograph=False)
 
 

@@ -536,7 +536,7 @@ def from_importance_weights(log_rhos,
 # --- Log-probabilities from policy parameters --------------------------------
 
 
-@tf.function(jit_compile=True, reduce_retracing=True)
+@tf.function(jit_compile=True)
 def _categorical_log_prob(logits, actions):
     """log softmax(logits)[action], as tfp's Categorical log_prob, fused by XLA;
     and whether every action is in [0, P).
