@@ -212,21 +212,34 @@ def _sum_body(static, tensors):
     return (tf.reduce_sum(tensors["x"]),)
 
 
-def test_compiled_functions_trace_each_new_shape():
-    """The library's module-level XLA functions (the fused loss, the log-probs)
-    get one exact trace per input shape, never a trace relaxed to unknown
-    dimensions (`reduce_retracing`): with a relaxed trace, an agent learner
-    built after a learner of other shapes in the same process recompiled its
-    XLA program at every update (a TF profile: 0.30 s of XLA compilation in
-    each 0.41 s update, MinAtar after CartPole; docs/agent.md). Three new
-    shapes: three traces (a relaxed function traces two)."""
+def test_compiled_functions_trace_each_known_shape():
+    """The library's module-level XLA functions (the fused loss, the
+    Categorical log-probs) give every fully known input shape an exact trace
+    of its own: never one relaxed to unknown dimensions (`reduce_retracing`)
+    nor one a symbolic caller traced with unknown dimensions. An agent
+    learner's step that called such a trace recompiled its XLA program at
+    every update (a TF profile: 0.30 s of XLA compilation in each 0.41 s
+    update, MinAtar after CartPole; docs/performance.md). Here a symbolic
+    trace comes first, then three new shapes: three exact traces."""
     from tf_vtrace import _fused, vtrace
-    fused = _fused._compiled_loss_sums(_sum_body, None, ("trace-per-shape",), False)
-    log_prob = vtrace._categorical_log_prob
-    log_prob_traces = log_prob.experimental_get_tracing_count()
+    static = ("trace-per-shape",)
+    unknown = tf.TensorSpec([None, None])
+
+    @tf.function(input_signature=[unknown, tf.TensorSpec([None, None], tf.int32)])
+    def symbolic(x, actions):  # Shapes unknown: the functions' other trace.
+        logits = tf.stack([x] * 11, axis=-1)
+        return (_fused.compiled_call(_sum_body, None, static, {"x": x}),
+                vtrace.multi_log_probs_from_logits_and_actions([logits], [actions]))
+
+    symbolic(tf.ones([3, 4]), tf.zeros([3, 4], tf.int32))
+    exact_fused = _fused._compiled_loss_sums(_sum_body, None, static, False, True)
+    exact_log_prob = vtrace._CATEGORICAL_LOG_PROB[True]
+    log_prob_traces = exact_log_prob.experimental_get_tracing_count()
     for batch in (5, 6, 7):  # Shapes no other test uses.
-        fused({"x": tf.ones([3, batch])})
+        _fused.compiled_call(_sum_body, None, static, {"x": tf.ones([3, batch])})
         vtrace.multi_log_probs_from_logits_and_actions(
             [tf.zeros([3, batch, 11])], [tf.zeros([3, batch], tf.int32)])
-    assert fused.experimental_get_tracing_count() == 3
-    assert log_prob.experimental_get_tracing_count() == log_prob_traces + 3
+    assert exact_fused.experimental_get_tracing_count() == 3
+    assert exact_log_prob.experimental_get_tracing_count() == log_prob_traces + 3
+    assert _fused._compiled_loss_sums(
+        _sum_body, None, static, False, False).experimental_get_tracing_count() == 1

@@ -413,8 +413,9 @@ def raise_packed(code):
         return
     if _tape.in_xla_context():
         return
-    messages = tf.constant(list(_BITS))
-    bits = tf.constant(list(_BITS.values()))
+    # Typed: with no check registered yet the lists are empty.
+    messages = tf.constant(list(_BITS), tf.string)
+    bits = tf.constant(list(_BITS.values()), code.dtype)
     failed = tf.boolean_mask(messages, tf.not_equal(tf.bitwise.bitwise_and(code, bits), 0))
     tf.debugging.Assert(tf.equal(code, 0), [failed], name="tf_vtrace_checks")
 

@@ -109,9 +109,16 @@ def _checked_body(body, static, tensors):
 
 
 @functools.lru_cache(maxsize=32)
-def _compiled_loss_sums(body, differentiable, static, with_gradients):
+def _compiled_loss_sums(body, differentiable, static, with_gradients,
+                        exact_shapes=True):
     """`body(static, tensors)` as one XLA function; with the gradient of its
     first output (a scalar) with respect to `differentiable(tensors)` if asked.
+
+    Traced per input shape, never relaxed, and callers whose shapes are all
+    known (`exact_shapes`) get a function of their own: a trace with unknown
+    dimensions would serve every later shape it covers, and an agent
+    learner's step that called such a trace recompiled its XLA program at
+    every update (docs/performance.md).
 
     The targets inside carry no gradient (the core's recursion is under
     stop_gradient), so the inner tape differentiates only the log-probs and
@@ -162,13 +169,15 @@ def compiled_call(body, differentiable, static, tensors):
     function XLA inlines the call (measured as fast as the same loss written
     inline). Value checks are raised here (`_checks.raise_packed`).
     """
+    exact = all(t.shape.is_fully_defined() for t in tf.nest.flatten(tensors))
     if not _tape.may_record():
-        outputs, code = _compiled_loss_sums(body, differentiable, static, False)(tensors)
+        outputs, code = _compiled_loss_sums(
+            body, differentiable, static, False, exact)(tensors)
         _checks.raise_packed(code)
         return outputs
     # Traced first: a tape opened while recording is paused would not record.
     compiled = _compiled_loss_sums(
-        body, differentiable, static, True).get_concrete_function(tensors)
+        body, differentiable, static, True, exact).get_concrete_function(tensors)
     (total, *rest), gradients, code = _tape.call_unrecorded(compiled, tensors)
     _checks.raise_packed(code)
     return (_with_gradients(total, gradients, differentiable(tensors)), *rest)

@@ -536,8 +536,7 @@ def from_importance_weights(log_rhos,
 # --- Log-probabilities from policy parameters --------------------------------
 
 
-@tf.function(jit_compile=True)
-def _categorical_log_prob(logits, actions):
+def _categorical_log_prob_body(logits, actions):
     """log softmax(logits)[action], as tfp's Categorical log_prob, fused by XLA;
     and whether every action is in [0, P).
 
@@ -555,6 +554,23 @@ def _categorical_log_prob(logits, actions):
                                                               actions.dtype))
     return (tf.where(in_range, log_probs, tf.constant(float("nan"), logits.dtype)),
             tf.reduce_all(in_range))
+
+
+# Two traced functions: one for fully known shapes, one for the rest. A trace
+# with unknown dimensions (a Keras model's symbolic call) would otherwise serve
+# every later call whose shape it covers, and an agent learner's step that
+# called such a trace recompiled its XLA program at every update (0.30 of
+# 0.41 s; docs/performance.md). No reduce_retracing, for the same reason.
+_CATEGORICAL_LOG_PROB = {
+    exact: tf.function(_categorical_log_prob_body, jit_compile=True)
+    for exact in (True, False)}
+
+
+def _categorical_log_prob(logits, actions):
+    """`_categorical_log_prob_body` as one XLA call, traced per exact shape
+    where the shapes are fully known."""
+    exact = logits.shape.is_fully_defined() and actions.shape.is_fully_defined()
+    return _CATEGORICAL_LOG_PROB[exact](logits, actions)
 
 
 _ACTIONS_IN_RANGE = ("`actions` must be in [0, P), P the number of logits (the "
