@@ -142,8 +142,7 @@ def _compiled_loss_sums(body, differentiable, static, with_gradients,
         ok = tf.equal(code, 0)
         return outputs, [tf.where(ok, g, tf.zeros_like(g)) for g in gradients], code
 
-    return tf.function(call, jit_compile=True,
-                       autograph=False)
+    return tf.function(call, jit_compile=True, autograph=False)
 
 
 def _with_gradients(total, gradients, differentiable):

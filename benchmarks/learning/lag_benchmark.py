@@ -31,11 +31,14 @@ CartPole takes lr 3e-3 with 8 envs × 20 steps (4x the updates per env step,
 3x the step size), and MinAtar Breakout lr 1e-3 with 16 envs × 20 steps.
 
 Cost, measured on the 2-core machine with two runs side by side (`--jobs
-2` does that): the 100 CartPole runs of `full` took 11.3 min (11.6–26.0 s
-a run, load 2–3); 44 MinAtar Breakout runs of 1M steps took 35.4 min with
-`--jobs 2` (about 97 s a run), so its 100 runs take about 80 min and the
-whole `full` plan about 1.5 hours (from those measured parts; the plan
-was trained in parts, not by one command end to end). Use `--envs`,
+2` does that): `full` by one command ran 140 of its 200 runs in 75 min
+(5 December 2026, with a test suite beside it most of that time; stopped
+there): CartPole 4.7–14.1 s a run, MinAtar Breakout 81–220 s (62–71 s
+each, two at once, on the idle machine), so the whole plan takes about
+65 min idle and about 107 min at that load (docs/agent.md). Its
+processes run CartPole then Breakout: before a fix of 5 December
+(docs/performance.md), a learner built after one of other shapes
+recompiled its XLA loss at every update and the Breakout runs stalled. Use `--envs`,
 `--lags`, `--seeds`, `--corrections` for a part (runs of the same `--out`
 add up: a finished run is read, not trained again), `--name` to report it
 beside the full report, and `--report-only` to report what is on disk.
