@@ -47,7 +47,7 @@ from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 from tf_agents.utils import common
 from tolerances import SUBPROCESS_TIMEOUT_S
-from vtrace_reference import categorical_log_probs, vtrace_reference
+from vtrace_reference import categorical_log_probs, log_softmax, vtrace_reference
 
 import tf_vtrace.tf_agents
 from tf_vtrace.tf_agents import ImpalaAgent
@@ -203,18 +203,12 @@ def test_behaviour_logits_in_policy_info_are_the_actors_logits(cartpole):
     fresh.train(experience)
     moved = fresh.collect_policy.distribution(time_steps).action.logits
     assert np.abs(moved - recorded).max() > 1e-3
-    log_mu = _log_softmax64(recorded)
-    log_pi = _log_softmax64(moved)
+    log_mu = log_softmax(recorded)
+    log_pi = log_softmax(moved)
     per_step_kl = (np.exp(log_mu) * (log_mu - log_pi)).sum(-1)
     kl = float(fresh.loss(experience).extra.kl)
     assert per_step_kl.min() - 1e-6 <= kl <= per_step_kl.max() + 1e-6
     assert per_step_kl.max() > 1e-6
-
-
-def _log_softmax64(logits):
-    logits = np.asarray(logits, np.float64)
-    shifted = logits - logits.max(-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
 
 
 def test_gradient_clipping_bounds_the_global_norm(cartpole):

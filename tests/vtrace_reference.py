@@ -53,13 +53,17 @@ def vtrace_reference(log_rhos, discounts, rewards, values, bootstrap_value,
     return vs, pg_advantages
 
 
-def categorical_log_probs(logits, actions):
-    """log softmax(logits)[action], float64, any leading dims."""
+def log_softmax(logits):
+    """log softmax over the last axis, float64, any leading dims."""
     logits = np.asarray(logits, np.float64)
     shifted = logits - logits.max(axis=-1, keepdims=True)
-    log_softmax = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def categorical_log_probs(logits, actions):
+    """log softmax(logits)[action], float64, any leading dims."""
     return np.take_along_axis(
-        log_softmax, np.asarray(actions)[..., None], axis=-1)[..., 0]
+        log_softmax(logits), np.asarray(actions)[..., None], axis=-1)[..., 0]
 
 
 def gae(discounts, rewards, values, bootstrap_value, lambda_):

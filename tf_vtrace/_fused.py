@@ -168,7 +168,7 @@ def compiled_call(body, differentiable, static, tensors):
     function XLA inlines the call (measured as fast as the same loss written
     inline). Value checks are raised here (`_checks.raise_packed`).
     """
-    exact = all(t.shape.is_fully_defined() for t in tf.nest.flatten(tensors))
+    exact = _tensors.shapes_known(tensors)
     if not _tape.may_record():
         outputs, code = _compiled_loss_sums(
             body, differentiable, static, False, exact)(tensors)

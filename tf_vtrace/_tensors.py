@@ -35,6 +35,13 @@ def number_tensor(value, dtype):
         return tf.constant(value, dtype)
 
 
+def shapes_known(tensors):
+    """Whether every tensor of the structure `tensors` has a fully known
+    shape: such callers get compiled functions of their own (`_fused`,
+    `vtrace._categorical_log_prob`), never a trace with unknown dimensions."""
+    return all(t.shape.is_fully_defined() for t in tf.nest.flatten(tensors))
+
+
 def compute_dtype(dtype):
     """float16/bfloat16 are computed in float32; other dtypes as they are."""
     return tf.float32 if dtype in (tf.float16, tf.bfloat16) else dtype

@@ -569,8 +569,8 @@ _CATEGORICAL_LOG_PROB = {
 def _categorical_log_prob(logits, actions):
     """`_categorical_log_prob_body` as one XLA call, traced per exact shape
     where the shapes are fully known."""
-    exact = logits.shape.is_fully_defined() and actions.shape.is_fully_defined()
-    return _CATEGORICAL_LOG_PROB[exact](logits, actions)
+    return _CATEGORICAL_LOG_PROB[_tensors.shapes_known([logits, actions])](
+        logits, actions)
 
 
 _ACTIONS_IN_RANGE = ("`actions` must be in [0, P), P the number of logits (the "
