@@ -90,12 +90,18 @@ def test_jobs_train_the_plan_in_processes_and_report_it_once(tmp_path):
         "[2/4]", "[3/4]", "[4/4]"], result.stdout
     rows = json.loads((tmp_path / "lag_benchmark.json").read_text())["rows"]
     assert len(rows) == 4 and result.stdout.count("wrote ") == 1
+    # Each process runs on its share of the cores.
+    threads = max(1, os.cpu_count() // 2)
+    for shard in ("0/2", "1/2"):
+        assert (f"--shard {shard}: TensorFlow threads {threads} intra-op, "
+                f"{threads} inter-op") in result.stdout, result.stdout
 
 
 def test_bad_lag_and_shard_are_refused_by_name(tmp_path):
     for flags, message in ((("--lags", "-1"), "a policy lag is an integer >= 0"),
                            (("--shard", "2/2"), "a shard is i/n with 0 <= i < n"),
-                           (("--jobs", "0"), "--jobs must be >= 1")):
+                           (("--jobs", "0"), "--jobs must be >= 1"),
+                           (("--threads", "0"), "--threads must be >= 1")):
         result = subprocess.run(
             [sys.executable, "-m", "benchmarks.learning.lag_benchmark", "quick",
              "--out", str(tmp_path), *flags],

@@ -30,15 +30,15 @@ left even lag-32 data nearly on-policy (KL(μ‖π) 0.003, mean ρ 1.00); here
 CartPole takes lr 3e-3 with 8 envs × 20 steps (4x the updates per env step,
 3x the step size), and MinAtar Breakout lr 1e-3 with 16 envs × 20 steps.
 
-Cost, measured on the 2-core machine with two runs side by side (`--jobs
-2` does that): `full` by one command ran 140 of its 200 runs in 75 min
-(5 December 2026, with a test suite beside it most of that time; stopped
-there): CartPole 4.7–14.1 s a run, MinAtar Breakout 81–220 s (62–71 s
-each, two at once, on the idle machine), so the whole plan takes about
-65 min idle and about 107 min at that load (docs/agent.md). Its
-processes run CartPole then Breakout: before a fix of 5 December
-(docs/performance.md), a learner built after one of other shapes
-recompiled its XLA loss at every update and the Breakout runs stalled. Use `--envs`,
+Cost, measured on the 2-core machine: `full --jobs 2` (two training
+processes, each with one TensorFlow thread of each pool: `--threads`) ran
+the whole plan, 200 runs, in 66 min by one command (5 December 2026,
+22:34–23:40 UTC, nothing else running but a package install in its first
+minutes): CartPole 4.1–9.7 s a run (median 5.1), MinAtar Breakout
+53–101 s (median 72); docs/lag_benchmark.md. Its processes run CartPole
+then Breakout: before a fix of 5 December (docs/performance.md), a
+learner built after one of other shapes recompiled its XLA loss at every
+update and the Breakout runs stalled. Use `--envs`,
 `--lags`, `--seeds`, `--corrections` for a part (runs of the same `--out`
 add up: a finished run is read, not trained again), `--name` to report it
 beside the full report, and `--report-only` to report what is on disk.
@@ -316,7 +316,8 @@ def table(rows):
             f"| {r['env_id']} | {r['policy_lag']} | {r['correction']} "
             f"| {len(r['seeds'])} | {r['final_return']:.1f} [{low:.1f}, {high:.1f}] "
             f"| {r['measured_lag']:.2f} | {r['rho_clipped_fraction']:.3f} "
-            f"| {r['ess_fraction']:.3f} | {r['kl']:.4f} |")
+            # (+ 0.: a KL that rounds to zero from below prints as 0.0000)
+            f"| {r['ess_fraction']:.3f} | {round(r['kl'], 4) + 0.:.4f} |")
     return "\n".join(lines)
 
 
@@ -336,9 +337,10 @@ set lag in the synchronous loop, what acting while learning gives for the
 lag `natural` (the asynchronous default, `Config.backend` "thread").
 
 Command: `{command}`; {runs} runs, {run_wall:.0f} s of training wall time
-in all (one process; each run's own in `{name}.json`, `runs`), this
-command {wall:.0f} s (runs already on disk are read, not trained); machine
-load at the end (`/proc/loadavg`): `{load}`. {missing}
+summed over the runs (each run's own in `{name}.json`, `runs`), this
+command {wall:.0f} s from its start to this report (runs already on disk
+are read, not trained again; `--jobs N` trains in N processes at once);
+machine load at the end (`/proc/loadavg`): `{load}`. {missing}
 
 ![returns against env steps]({name}.png)
 
@@ -454,6 +456,10 @@ def main(argv=None):
     docs = out if args.out or args.mode == "quick" else ROOT / "docs"
     start = time.time()
     if args.shard is not None:
+        print(f"--shard {args.shard[0]}/{args.shard[1]}: TensorFlow threads "
+              f"{tf.config.threading.get_intra_op_parallelism_threads()} "
+              f"intra-op, {tf.config.threading.get_inter_op_parallelism_threads()}"
+              " inter-op", flush=True)
         run_all(plan, out, shard=args.shard)
         return
     train = not args.report_only
