@@ -381,10 +381,12 @@ def parse_shard(text):
 
 
 def threads_per_job(jobs):
-    """TensorFlow threads for each of `jobs` processes: the cores shared out.
-    With TensorFlow's default (a pool as large as the machine in every
-    process) two MinAtar runs side by side took 71 s each on 2 cores, with
-    one thread each 62 s (5 December 2026)."""
+    """TensorFlow threads for each of `jobs` processes: the cores shared out
+    (TensorFlow's default gives every process pools as large as the
+    machine). One comparison on 2 cores, two MinAtar runs side by side: 71 s
+    each with the default pools, 62 s with one thread each; the whole plan
+    with one thread each then ran its Breakout runs in a median 72 s
+    (5 December 2026; not an A/B)."""
     return max(1, (os.cpu_count() or 1) // jobs)
 
 
