@@ -110,12 +110,14 @@ def _checked_body(body, static, tensors):
 
 @functools.lru_cache(maxsize=32)
 def _compiled_loss_sums(body, differentiable, static, with_gradients,
-                        exact_shapes=True):
+                        exact_shapes):
     """`body(static, tensors)` as one XLA function; with the gradient of its
     first output (a scalar) with respect to `differentiable(tensors)` if asked.
 
     Traced per input shape, never relaxed, and callers whose shapes are all
-    known (`exact_shapes`) get a function of their own: a trace with unknown
+    known (`exact_shapes`: only a key of the cache, not read in the body; no
+    default, since `lru_cache` keys an omitted argument apart from a given
+    one) get a function of their own: a trace with unknown
     dimensions would serve every later shape it covers, and an agent
     learner's step that called such a trace recompiled its XLA program at
     every update (docs/performance.md).
