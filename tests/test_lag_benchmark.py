@@ -97,11 +97,14 @@ def test_jobs_train_the_plan_in_processes_and_report_it_once(tmp_path):
                 f"{threads} inter-op") in result.stdout, result.stdout
 
 
-def test_bad_lag_and_shard_are_refused_by_name(tmp_path):
+def test_bad_arguments_are_refused_by_name(tmp_path):
     for flags, message in ((("--lags", "-1"), "a policy lag is an integer >= 0"),
                            (("--shard", "2/2"), "a shard is i/n with 0 <= i < n"),
                            (("--jobs", "0"), "--jobs must be >= 1"),
-                           (("--threads", "0"), "--threads must be >= 1")):
+                           (("--threads", "0"), "--threads must be >= 1"),
+                           (("--envs", "Pong-v5"), "argument --envs: invalid choice"),
+                           (("--corrections", "retrace"),
+                            "argument --corrections: invalid choice")):
         result = subprocess.run(
             [sys.executable, "-m", "benchmarks.learning.lag_benchmark", "quick",
              "--out", str(tmp_path), *flags],
