@@ -12,7 +12,7 @@ RAY_STAMP := $(VENV)/.installed-ray
 ENVPOOL_STAMP := $(VENV)/.installed-envpool
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv venv-demo venv-ray venv-envpool demo demo-ray demo-eval learn-full ablation lag-benchmark lag-benchmark-full stateless-benchmark bench-recurrent lint test test-slow docs bench bench-agent bench-core bench-scan bench-actors clean
+.PHONY: venv venv-demo venv-ray venv-envpool demo demo-ray demo-eval learn-full ablation lag-benchmark lag-benchmark-full lag-benchmark-space-invaders stateless-benchmark bench-recurrent lint test test-slow docs bench bench-agent bench-core bench-scan bench-actors clean
 
 venv: $(STAMP)
 venv-demo: $(DEMO_STAMP)
@@ -91,6 +91,10 @@ lag-benchmark: venv
 
 lag-benchmark-full: venv
 	$(PY) -m benchmarks.learning.lag_benchmark full --jobs 2
+
+# The third env, MinAtar SpaceInvaders, on its own (docs/lag_benchmark_space_invaders.md).
+lag-benchmark-space-invaders: venv
+	$(PY) -m benchmarks.learning.lag_benchmark space-invaders --jobs 2
 
 # The linter (ruff.toml) first: a lint error fails `make test` and so CI.
 # LSTM against MLP on tf_vtrace/StatelessCartPole-v0 with --preset
