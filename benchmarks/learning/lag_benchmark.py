@@ -39,10 +39,13 @@ processes, each with one TensorFlow thread of each pool: `--threads`) ran
 the whole plan, 200 runs, in 66 min by one command (5 December 2026,
 22:34–23:40 UTC, nothing else running but a package install in its first
 minutes): CartPole 4.1–9.7 s a run (median 5.1), MinAtar Breakout
-53–101 s (median 72); docs/lag_benchmark.md. Its processes run CartPole
-then Breakout: before a fix of 5 December (docs/performance.md), a
-learner built after one of other shapes recompiled its XLA loss at every
-update and the Breakout runs stalled. Use `--envs`,
+53–101 s (median 72); docs/lag_benchmark.md. `space-invaders --jobs 2`:
+100 runs of 94–131 s (median 111), 89 min (6 December 2026; four runs from
+a pilot, a niced job beside it); docs/lag_benchmark_space_invaders.md.
+A `full` process runs CartPole then Breakout: before a fix of 5 December
+(docs/performance.md), a learner built after one of other shapes
+recompiled its XLA loss at every update and the Breakout runs stalled.
+Use `--envs`,
 `--lags`, `--seeds`, `--corrections` for a part (runs of the same `--out`
 add up: a finished run is read, not trained again), `--name` to report it
 beside the full report, and `--report-only` to report what is on disk.
@@ -92,9 +95,9 @@ MODES = {
                  corrections=CORRECTIONS, lags=(0, 4, 16, 64, NATURAL),
                  seeds=(0, 1, 2, 3, 4), total_env_steps=None, jit_compile=True),
 }
-# The third env's plan on its own: with it, `full` would take about 2.5 hours
-# on 2 cores (its 100 runs alone about 85 minutes), past the 2 hours `full`
-# is held to.
+# The third env's plan on its own: its 100 runs took 89 minutes with
+# `--jobs 2` (6 December 2026), so with it `full` would take about 2.6 hours
+# on 2 cores, past the 2 hours `full` is held to.
 MODES["space-invaders"] = dict(MODES["full"], envs=("MinAtar/SpaceInvaders-v1",),
                                name="lag_benchmark_space_invaders")
 DIAGNOSTICS = ("rho_clipped_fraction", "ess_fraction", "kl", "mean_rho",
