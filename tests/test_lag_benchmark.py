@@ -1,7 +1,7 @@
 """`make lag-benchmark`'s path end to end, as a smoke test: the quick mode
 (4 updates a run, CartPole, lags 0 and 16, 2 seeds) for two corrections in
-a fresh process, then what it wrote, then `--report-only` reading it back.
-Learning numbers are not asserted (the benchmark's full mode measures them,
+a fresh process, then what it wrote, then `--report-only` reading it back;
+and two updates of the third env's mode (`space-invaders`). Learning numbers are not asserted (the benchmark's full mode measures them,
 docs/lag_benchmark.md)."""
 import json
 import os
@@ -110,3 +110,23 @@ def test_bad_arguments_are_refused_by_name(tmp_path):
              "--out", str(tmp_path), *flags],
             capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, cwd=ROOT)
         assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_space_invaders_mode_trains_minatar_and_reports_under_its_name(tmp_path):
+    # Two updates of one run (XLA as in the full plan): the third env's path
+    # end to end, and its report's default name.
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.learning.lag_benchmark",
+         "space-invaders", "--out", str(tmp_path), "--steps", str(2 * 16 * 20),
+         "--lags", "4", "--corrections", "vtrace", "--seeds", "0"],
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, cwd=ROOT,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads((tmp_path / "runs" / "MinAtar_SpaceInvaders-v1"
+                         / "vtrace-lag4-seed0.json").read_text())
+    assert record["env_steps"] == 2 * 16 * 20
+    assert record["config"]["env_id"] == "MinAtar/SpaceInvaders-v1"
+    assert record["config"]["num_envs"] == 16
+    page = (tmp_path / "lag_benchmark_space_invaders.md").read_text()
+    assert "| MinAtar/SpaceInvaders-v1 | 4 | vtrace | 1 |" in page
+    assert not (tmp_path / "lag_benchmark.md").exists()
