@@ -1,7 +1,8 @@
 """`make lag-benchmark`'s path end to end, as a smoke test: the quick mode
 (4 updates a run, CartPole, lags 0 and 16, 2 seeds) for two corrections in
 a fresh process, then what it wrote, then `--report-only` reading it back;
-and two updates of the third env's mode (`space-invaders`). Learning numbers are not asserted (the benchmark's full mode measures them,
+and two updates of the third env's mode (`space-invaders`). Learning
+numbers are not asserted (the benchmark's full mode measures them,
 docs/lag_benchmark.md)."""
 import json
 import os
