@@ -90,10 +90,12 @@ ENVS = {
 MODES = {
     "quick": dict(envs=("CartPole-v1",), corrections=CORRECTIONS,
                   lags=(0, 16, NATURAL),
-                  seeds=(0, 1), total_env_steps=4 * 8 * 20, jit_compile=False),
+                  seeds=(0, 1), total_env_steps=4 * 8 * 20, jit_compile=False,
+                  name="lag_benchmark"),
     "full": dict(envs=("CartPole-v1", "MinAtar/Breakout-v1"),
                  corrections=CORRECTIONS, lags=(0, 4, 16, 64, NATURAL),
-                 seeds=(0, 1, 2, 3, 4), total_env_steps=None, jit_compile=True),
+                 seeds=(0, 1, 2, 3, 4), total_env_steps=None, jit_compile=True,
+                 name="lag_benchmark"),
 }
 # The third env's plan on its own: its 100 runs took 89 minutes with
 # `--jobs 2` (6 December 2026), so with it `full` would take about 2.6 hours
@@ -435,8 +437,8 @@ def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("mode", choices=sorted(MODES))
     parser.add_argument("--out", type=pathlib.Path, default=None,
-                        help="runs and results (full: runs/lag-benchmark, "
-                             "results into docs/)")
+                        help="runs and results (full, space-invaders: "
+                             "runs/lag-benchmark, results into docs/)")
     for key in ("envs", "corrections", "lags", "seeds"):
         parser.add_argument("--" + key, nargs="+", default=None,
                             type={"lags": parse_lag, "seeds": int}.get(key, str),
@@ -447,8 +449,8 @@ def build_parser():
                         help="env steps per run (default: the mode's / ENVS')")
     parser.add_argument("--name", default=None,
                         help="the report's file names (NAME.md, .png, "
-                             ".json; default: the mode's, lag_benchmark for "
-                             "quick and full): e.g. a part of the plan "
+                             ".json; default: the mode's): e.g. a part of "
+                             "the plan "
                              "beside the full report in docs/")
     parser.add_argument("--report-only", action="store_true",
                         help="train nothing: report the runs already on disk")
@@ -480,7 +482,7 @@ def main(argv=None):
                  ("envs", "corrections", "lags", "seeds")
                  if getattr(args, key) is not None})
     plan["total_env_steps"] = args.steps or plan["total_env_steps"]
-    name = args.name or plan.get("name", "lag_benchmark")
+    name = args.name or plan["name"]
     out = args.out or ROOT / "runs" / "lag-benchmark"
     docs = out if args.out or args.mode == "quick" else ROOT / "docs"
     start = time.time()
