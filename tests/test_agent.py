@@ -32,6 +32,14 @@ GAMMA = 0.99
     (dict(discount=1.5), "discount", "[0, 1]"),
     (dict(unroll_length=2.5), "unroll_length", "integer"),
     (dict(actor_inference="numpy"), "actor_inference", "'tensorflow'"),
+    (dict(backend="threads"), "backend", "'thread'"),
+    (dict(hidden_sizes=64), "hidden_sizes", "non-empty tuple"),
+    (dict(hidden_sizes=(64, 0)), "hidden_sizes", "positive integers"),
+    (dict(learning_rate=True), "learning_rate", "positive number"),
+    (dict(reward_clip="1"), "reward_clip", "positive number or None"),
+    (dict(max_episode_steps=0), "max_episode_steps", ">= 1"),
+    (dict(entropy_cost=-0.1), "entropy_cost", ">= 0"),
+    (dict(backend="local", num_actors=2), "num_actors", "'local'"),
 ])
 def test_bad_config_names_the_field(changes, field, expected):
     with pytest.raises(ValueError, match=rf"Config\.{field}.*") as error:

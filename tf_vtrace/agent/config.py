@@ -29,6 +29,45 @@ def _require(condition, field, expected, value):
         raise ValueError(f"Config.{field} must be {expected}, got {value!r}.")
 
 
+# Each integer field and its least value; `_OPTIONAL` fields may be None.
+_INTEGER_MINIMA = {
+    "num_envs": 1, "unroll_length": 1, "policy_lag": 0, "total_env_steps": 1,
+    "checkpoint_every": 1, "seed": 0, "num_actors": 1, "queue_size": 1,
+    "max_nonfinite_updates": 1, "max_actor_failures": 1, "core_size": 1,
+    "eval_every": 0, "eval_episodes": 1, "max_episode_steps": 1,
+}
+# Each real-valued field: (the test its value must pass, what it must be).
+_NUMBER_RANGES = {
+    "learning_rate": (lambda x: x > 0, "a positive number"),
+    "max_grad_norm": (lambda x: x > 0, "a positive number"),
+    "entropy_cost": (lambda x: x >= 0, "a number >= 0"),
+    "baseline_cost": (lambda x: x >= 0, "a number >= 0"),
+    "discount": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+    "reward_clip": (lambda x: x > 0, "a positive number or None"),
+}
+_OPTIONAL = ("max_episode_steps", "reward_clip")
+_CHOICES = {
+    "core": CORES, "backend": BACKENDS, "actor_inference": ACTOR_INFERENCE,
+    "strategy": STRATEGIES, "correction": CORRECTIONS,
+}
+
+
+def _is_integer(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _checked_widths(hidden_sizes):
+    _require(isinstance(hidden_sizes, (tuple, list)) and len(hidden_sizes) >= 1
+             and all(_is_integer(h) and h >= 1 for h in hidden_sizes),
+             "hidden_sizes", "a non-empty tuple of positive integers",
+             hidden_sizes)
+    return tuple(hidden_sizes)
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     """Hyperparameters of one IMPALA run (defaults: the CartPole demo).
@@ -159,25 +198,33 @@ class Config:
     eval_episodes: int = 10
 
     def __post_init__(self):
-        def integer(field, minimum):
-            value = getattr(self, field)
-            _require(isinstance(value, int) and not isinstance(value, bool)
-                     and value >= minimum, field, f"an integer >= {minimum}", value)
+        # True and False: the field's old bool values, kept as aliases.
+        if isinstance(self.correction, bool):
+            object.__setattr__(self, "correction",
+                               "vtrace" if self.correction else "none")
+        object.__setattr__(self, "hidden_sizes", _checked_widths(
+            self.hidden_sizes))
+        self._check_numbers()
+        self._check_choices()
+        self._check_env()
 
-        integer("num_envs", 1)
-        integer("unroll_length", 1)
-        integer("policy_lag", 0)
-        integer("total_env_steps", 1)
-        integer("checkpoint_every", 1)
-        integer("seed", 0)
-        integer("num_actors", 1)
-        integer("queue_size", 1)
-        integer("max_nonfinite_updates", 1)
-        integer("max_actor_failures", 1)
-        integer("core_size", 1)
-        integer("eval_every", 0)
-        integer("eval_episodes", 1)
-        _require(self.core in CORES, "core", f"one of {CORES}", self.core)
+    def _check_numbers(self):
+        for field, minimum in _INTEGER_MINIMA.items():
+            value = getattr(self, field)
+            if value is None and field in _OPTIONAL:
+                continue
+            _require(_is_integer(value) and value >= minimum, field,
+                     f"an integer >= {minimum}", value)
+        for field, (test, expected) in _NUMBER_RANGES.items():
+            value = getattr(self, field)
+            if value is None and field in _OPTIONAL:
+                continue
+            _require(_is_number(value) and test(value), field, expected, value)
+
+    def _check_choices(self):
+        for field, choices in _CHOICES.items():
+            value = getattr(self, field)
+            _require(value in choices, field, f"one of {choices}", value)
         _require(isinstance(self.separate_value_core, bool),
                  "separate_value_core", "a bool", self.separate_value_core)
         # The MLP's towers are separate already, the CNNs' trunk is shared:
@@ -185,43 +232,13 @@ class Config:
         _require(not self.separate_value_core or self.core == "lstm",
                  "separate_value_core", "False unless core='lstm'",
                  self.separate_value_core)
-        _require(self.backend in BACKENDS, "backend", f"one of {BACKENDS}",
-                 self.backend)
-        _require(self.actor_inference in ACTOR_INFERENCE, "actor_inference",
-                 f"one of {ACTOR_INFERENCE}", self.actor_inference)
         _require(self.backend != "local" or self.num_actors == 1, "num_actors",
                  "1 with backend 'local' (use 'process' or 'ray')",
                  self.num_actors)
-        _require(self.strategy in STRATEGIES, "strategy",
-                 f"one of {STRATEGIES}", self.strategy)
-        for field in ("learning_rate", "max_grad_norm"):
-            value = getattr(self, field)
-            _require(isinstance(value, (int, float)) and value > 0, field,
-                     "a positive number", value)
-        for field in ("entropy_cost", "baseline_cost"):
-            value = getattr(self, field)
-            _require(isinstance(value, (int, float)) and value >= 0, field,
-                     "a number >= 0", value)
-        _require(isinstance(self.discount, (int, float))
-                 and 0 <= self.discount <= 1, "discount", "in [0, 1]",
-                 self.discount)
-        if isinstance(self.correction, bool):
-            object.__setattr__(self, "correction",
-                               "vtrace" if self.correction else "none")
-        _require(self.correction in CORRECTIONS, "correction",
-                 f"one of {CORRECTIONS}", self.correction)
-        _require(len(self.hidden_sizes) >= 1 and all(
-            isinstance(h, int) and h >= 1 for h in self.hidden_sizes),
-            "hidden_sizes", "a non-empty tuple of positive integers",
-            self.hidden_sizes)
-        object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
-        if self.max_episode_steps is not None:
-            integer("max_episode_steps", 1)
-        if self.reward_clip is not None:
-            _require(self.reward_clip > 0, "reward_clip",
-                     "a positive number or None", self.reward_clip)
+
+    def _check_env(self):
         # Imported here: the environment check needs gymnasium, the numeric
-        # checks above do not.
+        # checks do not.
         from tf_vtrace.agent import envs
         envs.check_env_id(self.env_id)
         _require(self.vector_env in envs.VECTOR_ENVS, "vector_env",
