@@ -65,17 +65,16 @@ class PerReplicaClipping:
     """The control: what Keras 3 does when `apply_gradients` runs inside
     `strategy.run` with ``global_clipnorm``: each replica clips its own
     gradient to the norm, then the clipped gradients are summed and applied
-    (by an Adam without clipping of its own; same schedule and ε)."""
+    (by the learner's optimizer without clipping of its own)."""
 
     def __init__(self, learner_):
-        import keras
         import tensorflow as tf
+
+        from tf_vtrace.agent import learner
         self.learner = learner_
         cfg = learner_.config
         with learner_.strategy.scope():
-            schedule = keras.optimizers.schedules.PolynomialDecay(
-                cfg.learning_rate, cfg.num_updates, end_learning_rate=0.)
-            self.optimizer = keras.optimizers.Adam(schedule, epsilon=1e-5)
+            self.optimizer = learner.make_optimizer(cfg)
             self.optimizer.build(learner_.model.trainable_variables)
         self._step = tf.function(self._clipped_step, autograph=False)
 

@@ -33,6 +33,7 @@ GAMMA = 0.99
     (dict(unroll_length=2.5), "unroll_length", "integer"),
     (dict(actor_inference="numpy"), "actor_inference", "'tensorflow'"),
     (dict(backend="threads"), "backend", "'thread'"),
+    (dict(optimizer="sgd"), "optimizer", "'rmsprop'"),
     (dict(hidden_sizes=64), "hidden_sizes", "non-empty tuple"),
     (dict(hidden_sizes=(64, 0)), "hidden_sizes", "positive integers"),
     (dict(learning_rate=True), "learning_rate", "positive number"),
@@ -189,6 +190,60 @@ def test_no_correction_forces_rho_to_one(truncating_run):
     vs, _ = vtrace_reference(np.zeros((T, B)), discounts, rewards, values[:T],
                              values[T])  # ρ = c = 1: plain n-step returns
     np.testing.assert_allclose(targets["vs"], vs, rtol=1e-4, atol=1e-4)
+
+
+# --- The optimizer -----------------------------------------------------------
+
+def _two_updates(optimizer, gradients, start):
+    import tensorflow as tf
+    variable = tf.Variable(start, dtype=tf.float32)
+    optimizer.build([variable])
+    for _ in range(2):
+        optimizer.apply_gradients([(tf.constant(gradients, tf.float32), variable)])
+    return variable.numpy()
+
+
+START = np.array([1., -2., .5, 3.])
+
+
+def _rmsprop_reference(gradients, learning_rate, start, num_updates=4):
+    # v ← ρ v + (1 − ρ) g², θ ← θ − lr_k g / √(v + ε), ρ = 0.99, ε = 0.01, the
+    # step size lr_k decayed linearly from lr to 0 over num_updates.
+    theta, v = start.astype(np.float64), np.zeros(4)
+    for k in range(2):
+        v = .99 * v + .01 * gradients ** 2
+        theta -= learning_rate * (1 - k / num_updates) * gradients / np.sqrt(v + .01)
+    return theta
+
+
+def _config(optimizer, learning_rate):
+    # 40 env steps of 2 envs × 5 steps: 4 updates (the schedule's length).
+    return Config(optimizer=optimizer, learning_rate=learning_rate, num_envs=2,
+                  unroll_length=5, total_env_steps=40)
+
+
+def test_rmsprop_is_the_papers_epsilon_inside_the_root():
+    g = np.array([.3, -1e-3, 2., 0.])
+    got = _two_updates(learner_lib.make_optimizer(_config("rmsprop", .1)), g,
+                       START)
+    np.testing.assert_allclose(got, _rmsprop_reference(g, .1, START), rtol=1e-6)
+
+
+def test_rmsprop_steps_shrink_with_the_gradient_where_adams_do_not():
+    small, large = np.full(4, 1e-3), np.full(4, .1)
+    ratios = {}
+    for name in ("adam", "rmsprop"):
+        # From θ = 0: the moves themselves, to float32's relative rounding.
+        moves = [np.abs(_two_updates(learner_lib.make_optimizer(
+            _config(name, 1e-3)), g, np.zeros(4))) for g in (small, large)]
+        ratios[name] = moves[0] / moves[1]
+    # RMSProp: a 100x smaller gradient moves θ about 100x less (ε = 0.01
+    # dominates v); Adam (ε = 1e-5): within a factor 2.
+    expected = (_rmsprop_reference(small, 1e-3, np.zeros(4))
+                / _rmsprop_reference(large, 1e-3, np.zeros(4)))
+    np.testing.assert_allclose(ratios["rmsprop"], expected, rtol=1e-4)
+    assert np.all(expected < .011)
+    assert np.all(ratios["adam"] > .5), ratios["adam"]
 
 
 # --- Policy lag --------------------------------------------------------------

@@ -10,7 +10,7 @@ multi-discrete actions only).
 import dataclasses
 
 __all__ = ["ACTOR_INFERENCE", "BACKENDS", "CORES", "CORRECTIONS", "Config",
-           "STRATEGIES"]
+           "OPTIMIZERS", "STRATEGIES"]
 
 # `tf_vtrace.agent.backends` implements BACKENDS.
 BACKENDS = ("thread", "local", "process", "ray")
@@ -18,6 +18,8 @@ BACKENDS = ("thread", "local", "process", "ray")
 STRATEGIES = ("none", "mirrored", "multi_worker")
 # `tf_vtrace.agent.corrections` implements CORRECTIONS.
 CORRECTIONS = ("vtrace", "none", "is1", "epsilon")
+# `tf_vtrace.agent.learner.make_optimizer` implements OPTIMIZERS.
+OPTIMIZERS = ("adam", "rmsprop")
 # `tf_vtrace.agent.networks.build_network` implements CORES.
 CORES = ("none", "lstm")
 # `tf_vtrace.agent.actor.LocalActor` implements ACTOR_INFERENCE.
@@ -49,6 +51,7 @@ _OPTIONAL = ("max_episode_steps", "reward_clip")
 _CHOICES = {
     "core": CORES, "backend": BACKENDS, "actor_inference": ACTOR_INFERENCE,
     "strategy": STRATEGIES, "correction": CORRECTIONS,
+    "optimizer": OPTIMIZERS,
 }
 
 
@@ -94,6 +97,13 @@ class Config:
       baseline_cost: Weight of ½ (vs − V)².
       discount: γ.
       max_grad_norm: Clip the gradient to this global norm.
+      optimizer: One of `OPTIMIZERS`: ``"adam"`` (ε = 1e-5) or
+        ``"rmsprop"``, the IMPALA paper's (decay ρ = 0.99, no momentum,
+        ε = 0.01 inside the square root, as TF1's ``RMSPropOptimizer``
+        and Keras' `RMSprop`): each step is at most lr·g/√0.01, so once
+        the gradient is small (the policy has converged) the steps are
+        small too, where Adam's steps keep their size; see
+        `tf_vtrace.agent.learner.make_optimizer`.
       correction: The off-policy correction, one of `CORRECTIONS`:
         ``"vtrace"``, ``"none"`` (ρ = c = 1: log μ is replaced by log π
         without gradient, plain actor-critic on stale data), ``"is1"``
@@ -176,6 +186,7 @@ class Config:
     baseline_cost: float = 0.5
     discount: float = 0.99
     max_grad_norm: float = 0.5
+    optimizer: str = "adam"
     correction: str = "vtrace"
     hidden_sizes: tuple = (64, 64)
     core: str = "none"

@@ -4,7 +4,7 @@ The step runs the network over the T + 1 observations of B envs, computes the
 IMPALA loss of ``config.correction`` (`tf_vtrace.agent.corrections`; V-trace
 is `tf_vtrace.impala.impala_loss`) (time-limit truncations
 bootstrap from the learner's own V of the episode's final observation), and
-applies one Adam update (linear learning-rate decay to 0, global-norm
+applies one optimizer update (linear learning-rate decay to 0, global-norm
 gradient clipping), unless the loss or the gradient norm is non-finite: then
 nothing changes (weights, Adam's moments, the step counter) and the
 diagnostics say ``update_skipped = 1``.
@@ -38,7 +38,8 @@ import tensorflow as tf
 from tf_vtrace import _tape
 from tf_vtrace.agent import _recurrent, corrections, networks
 
-__all__ = ["Learner", "LEARNER_INPUTS", "Update", "make_strategy"]
+__all__ = ["Learner", "LEARNER_INPUTS", "Update", "make_optimizer",
+           "make_strategy"]
 
 # The unroll entries the learner step reads (see `tf_vtrace.agent.actor`).
 LEARNER_INPUTS = ("observations", "actions", "behaviour_logits", "rewards",
@@ -107,6 +108,34 @@ def make_strategy(config):
             "(or train) first.") from error
 
 
+def make_optimizer(config, global_clipnorm=None):
+    """`config.optimizer` with its step size decayed linearly to 0 over the run.
+
+    ``"rmsprop"`` is the IMPALA paper's (Espeholt et al. 2018, appendix: decay
+    0.99, momentum 0, ε 0.01). Keras' `RMSprop`, as TF1's, adds ε inside the
+    square root:
+
+        v ← ρ v + (1 − ρ) g²,    θ ← θ − lr · g / √(v + ε),
+
+    so a gradient far below √ε ≈ 0.1 moves θ by about 10·lr·g: small
+    gradients give small steps. Adam (ε = 1e-5) divides by √v̂ + ε, which
+    keeps each step near lr whatever the gradient's size.
+
+    Args:
+      config: The run's `Config` (`optimizer`, `learning_rate`, `num_updates`).
+      global_clipnorm: Clip the gradient to this global norm first (None: no
+        clip).
+    """
+    schedule = keras.optimizers.schedules.PolynomialDecay(
+        config.learning_rate, config.num_updates, end_learning_rate=0.)
+    if config.optimizer == "rmsprop":
+        return keras.optimizers.RMSprop(
+            schedule, rho=0.99, momentum=0., epsilon=0.01,
+            global_clipnorm=global_clipnorm)
+    return keras.optimizers.Adam(schedule, epsilon=1e-5,
+                                 global_clipnorm=global_clipnorm)
+
+
 def _slice_envs(unroll, keys, replica, replicas):
     """The `keys` of `unroll` for local replica `replica` of `replicas`: an
     equal slice of the envs (axis 1, time-major; axis 0 of the core state)."""
@@ -163,10 +192,7 @@ class Learner:
                 observation_space, self.head_sizes, config.hidden_sizes,
                 seed=config.seed, core=config.core, core_size=config.core_size,
                 separate_value_core=config.separate_value_core)
-            schedule = keras.optimizers.schedules.PolynomialDecay(
-                config.learning_rate, config.num_updates, end_learning_rate=0.)
-            self.optimizer = keras.optimizers.Adam(
-                schedule, epsilon=1e-5, global_clipnorm=config.max_grad_norm)
+            self.optimizer = make_optimizer(config, config.max_grad_norm)
             self.optimizer.build(self.model.trainable_variables)
         self.recurrent = _recurrent.is_recurrent(self.model)
         self._input_keys = LEARNER_INPUTS + (
