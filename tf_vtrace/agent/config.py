@@ -75,12 +75,15 @@ def _checked_widths(hidden_sizes):
 class Config:
     """Hyperparameters of one IMPALA run (defaults: the CartPole demo).
 
-    The CartPole defaults (16 envs × T = 20, Adam 2e-3 decayed linearly to 0
-    over 300k env steps) were chosen by a sweep of envs ∈ {8, 16, 32}, lr ∈
-    {1e-3, 2e-3}, entropy cost ∈ {0, 0.001, 0.003, 0.01} with the
-    asynchronous default, then 10 seeds of the best (docs/agent.md): more
-    updates per env step than 32 envs give, at a step size that still leaves
-    the last updates small.
+    The CartPole defaults: 16 envs × T = 20, the IMPALA paper's RMSProp
+    (ε = 0.01) at 5e-3 decayed linearly to 0 over 300k env steps, the
+    gradient clipped at the paper's norm 40 (which CartPole's gradients
+    rarely reach). With Adam and a clip of 0.5, the defaults until December
+    2026, the training return reached 475 on 24 of 30 seeds and 10 of 30
+    runs collapsed late; with RMSProp on 30 of 30, the final policy greedy
+    ≥ 475 on 29 (docs/agent.md, "The optimizer"): RMSProp's steps shrink
+    with the gradient once the policy has converged, Adam's do not
+    (`tf_vtrace.agent.learner.make_optimizer`).
 
     Attributes:
       env_id: A gymnasium id with a Discrete or MultiDiscrete action space
@@ -92,7 +95,8 @@ class Config:
         gives (an artificial lag for ablations; with ``backend="local"``,
         the synchronous loop, the lag is exactly this).
       total_env_steps: Stop after this many environment steps (T·B per update).
-      learning_rate: Adam's initial step size, decayed linearly to 0.
+      learning_rate: The optimizer's initial step size, decayed linearly
+        to 0.
       entropy_cost: Weight of the entropy bonus.
       baseline_cost: Weight of ½ (vs − V)².
       discount: γ.
@@ -181,12 +185,12 @@ class Config:
     unroll_length: int = 20
     policy_lag: int = 0
     total_env_steps: int = 300_000
-    learning_rate: float = 2e-3
+    learning_rate: float = 5e-3
     entropy_cost: float = 0.01
     baseline_cost: float = 0.5
     discount: float = 0.99
-    max_grad_norm: float = 0.5
-    optimizer: str = "adam"
+    max_grad_norm: float = 40.
+    optimizer: str = "rmsprop"
     correction: str = "vtrace"
     hidden_sizes: tuple = (64, 64)
     core: str = "none"

@@ -6,7 +6,7 @@ is `tf_vtrace.impala.impala_loss`) (time-limit truncations
 bootstrap from the learner's own V of the episode's final observation), and
 applies one optimizer update (linear learning-rate decay to 0, global-norm
 gradient clipping), unless the loss or the gradient norm is non-finite: then
-nothing changes (weights, Adam's moments, the step counter) and the
+nothing changes (weights, the optimizer's moments, the step counter) and the
 diagnostics say ``update_skipped = 1``.
 
 Distribution (``config.strategy``, `make_strategy`): under
@@ -297,8 +297,8 @@ class Learner:
         diagnostics with the loss, ‖g‖ and ``update_skipped`` (1: skipped).
 
         The test is a `tf.cond` inside the compiled step: a skipped update
-        leaves the weights, Adam's moments and its step counter (the learner
-        version) as they were, at the cost of two reductions."""
+        leaves the weights, the optimizer's moments and its step counter (the
+        learner version) as they were, at the cost of two reductions."""
         gradient_norm = tf.linalg.global_norm(gradients)
         finite = tf.logical_and(tf.math.is_finite(loss),
                                 tf.math.is_finite(gradient_norm))
