@@ -1,7 +1,7 @@
 """`benchmarks/learning/agent_learning.py`'s seeds mode end to end on a tiny
 run: flags it does not know reach `train` (the seeds table of a changed
 setting), its records are cached by flags, and the target counts are
-printed. Learning numbers are not asserted (`make learn-full` measures
+printed; `compare` plots settings' runs side by side with bootstrap bands. Learning numbers are not asserted (`make learn-full` measures
 them, docs/agent.md)."""
 import json
 import os
@@ -38,9 +38,44 @@ def test_seeds_pass_unknown_flags_to_train_and_count_targets(tmp_path):
     again = _agent_learning(*args)
     assert again.returncode == 0 and "| 3 |" in again.stdout
     assert json.loads((tmp_path / "table.json").read_text()) == [record]
+    # compare: the same runs under two labels, one figure, the counts.
+    compared = _agent_learning("compare", "--seeds", "3", "--runs",
+                               f"a={tmp_path / 'runs'}", f"b={tmp_path / 'runs'}",
+                               "--out", str(tmp_path / "compare"))
+    assert compared.returncode == 0, compared.stderr[-3000:]
+    assert compared.stdout.count("1 seeds: training return reached 475 on 0") == 2
+    assert (tmp_path / "compare.png").stat().st_size > 10_000
 
 
 def test_ablation_refuses_flags_it_does_not_know():
     result = _agent_learning("ablation", "--num-envs", "2")
     assert result.returncode == 2
     assert "unrecognized arguments: --num-envs 2" in result.stderr
+
+
+def test_compare_names_a_bad_or_missing_run(tmp_path):
+    result = _agent_learning("compare", "--runs", "no-label")
+    assert result.returncode == 2 and "LABEL=RUNS_DIR" in result.stderr
+    result = _agent_learning("compare", "--seeds", "7", "--runs", f"a={tmp_path}")
+    assert result.returncode == 2
+    assert f"no seeds run of seed 7 at {tmp_path}" in result.stderr
+
+
+def test_bootstrap_band_brackets_the_mean_at_the_normal_width():
+    # 400 draws of N(0, 1): the 95 % band of the mean is about ±1.96/√400.
+    code = """
+import numpy as np
+from benchmarks.learning._stats import bootstrap_band
+samples = np.random.default_rng(1).normal(size=400)
+mean, low, high = bootstrap_band(samples, np.random.default_rng(2))
+print(mean, low, high)
+same = bootstrap_band(np.full((5, 3), 2.5), np.random.default_rng(0))
+print(*np.concatenate(same))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                            text=True, cwd=ROOT, check=True)
+    band, same = result.stdout.splitlines()
+    mean, low, high = map(float, band.split())
+    assert low < mean < high
+    assert abs((high - low) / 2 - 1.96 / 20) < 0.15 * 1.96 / 20
+    assert list(map(float, same.split())) == [2.5] * 9

@@ -9,6 +9,8 @@ also draws the figure.
     python -m benchmarks.learning.agent_learning ablation --seeds 0 1 2       # make ablation
     python -m benchmarks.learning.agent_learning seeds --seeds 0 1 ... 9 \
         --runs-dir runs/gamma098 --jobs 2 --discount 0.98    # a changed default
+    python -m benchmarks.learning.agent_learning compare --seeds 0 1 ... 9 \
+        --runs default=runs gamma=runs/gamma098 --out docs/agent_compare
 
 `seeds` trains CartPole-v1 with the default Config (300k env steps; `make
 learn-full` adds `make demo`'s `--eval-every`: greedy evaluations keeping the
@@ -19,6 +21,10 @@ then how many seeds met each target. Flags it does not know are passed to
 `train`: the seeds table of a changed setting (give it its own
 `--runs-dir`). `--jobs N` trains N seeds at once (each run's wall time
 then measures a shared machine).
+`compare` trains nothing: it reads the seeds runs of several settings
+(`--runs LABEL=RUNS_DIR`, each a `seeds` mode's `--runs-dir`, its seeds by
+`--seeds`) and plots each setting's mean training return over the seeds with
+a 95 % bootstrap band, printing the targets met per setting.
 `ablation` trains V-trace and no correction (ρ = c = 1) at each policy lag
 of `--lags`, `--steps` env steps each, and plots the running mean return of the
 training episodes (mean over seeds, shaded min–max) in one PNG.
@@ -36,6 +42,7 @@ import time
 
 import numpy as np
 
+from benchmarks.learning._stats import bootstrap_band
 from tf_vtrace.agent import recording
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -163,6 +170,73 @@ def plot_seeds(records, runs_dir, png_path, setting="default Config",
     figure.savefig(png_path, dpi=90)
 
 
+def read_record(runs_dir, seed):
+    """The record `seeds` kept for `seed` under `runs_dir` (its --runs-dir)."""
+    path = pathlib.Path(runs_dir) / "seeds" / f"seed{seed}" / "record.json"
+    if not path.exists():
+        raise FileNotFoundError(f"--runs: no seeds run of seed {seed} at {path}")
+    return json.loads(path.read_text())
+
+
+def plot_comparison(settings, png_path, window=100, points=200):
+    """Each setting's training return (running mean of `window` episodes),
+    mean over its seeds with a 95 % bootstrap band; `settings` maps a label
+    to (runs_dir, records)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(0)
+    figure, axis = plt.subplots(figsize=(8, 4.5))
+    for label, (runs_dir, records) in settings.items():
+        grid = np.linspace(0, min(r["env_steps"] for r in records), points)
+        curves = []
+        for r in records:
+            steps, returns = recording.read_episodes(
+                pathlib.Path(runs_dir) / "seeds" / f"seed{r['seed']}"
+                / "episodes.csv")
+            curves.append(np.interp(grid, steps,
+                                    recording.running_mean(returns, window)))
+        mean, low, high = bootstrap_band(curves, rng)
+        reached = sum(r["env_steps_to_target"] is not None for r in records)
+        line, = axis.plot(grid, mean, label=f"{label}: reached {TARGET:.0f} on "
+                          f"{reached} of {len(records)}")
+        axis.fill_between(grid, low, high, color=line.get_color(), alpha=0.2)
+    axis.axhline(TARGET, color="grey", linestyle="--", linewidth=0.8)
+    axis.set_xlabel("environment steps")
+    axis.set_ylabel(f"training return (mean of last {window} episodes)")
+    axis.set_title("CartPole-v1: mean over seeds, 95 % bootstrap band")
+    axis.grid(alpha=0.3)
+    axis.legend(loc="lower right", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(png_path, dpi=90)
+
+
+def _parse_runs(items, parser):
+    settings = {}
+    for item in items:
+        label, _, runs_dir = item.partition("=")
+        if not label or not runs_dir:
+            parser.error(f"--runs takes LABEL=RUNS_DIR, got {item!r}")
+        settings[label] = runs_dir
+    return settings
+
+
+def compare(args, parser):
+    if not args.runs:
+        parser.error("compare needs --runs LABEL=RUNS_DIR (two or more)")
+    try:
+        settings = {label: (runs_dir, [read_record(runs_dir, seed)
+                                       for seed in args.seeds])
+                    for label, runs_dir in _parse_runs(args.runs, parser).items()}
+    except FileNotFoundError as error:
+        parser.error(str(error))
+    for label, (_, records) in settings.items():
+        print(f"{label}: {seeds_counts(records)}")
+    stem = pathlib.Path(args.out or (ROOT / "docs" / "agent_compare"))
+    plot_comparison(settings, stem.with_suffix(".png"))
+
+
 def plot_ablation(records, runs_dir, png_path, window=100):
     import matplotlib
     matplotlib.use("Agg")
@@ -199,7 +273,7 @@ def plot_ablation(records, runs_dir, png_path, window=100):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=("seeds", "ablation"))
+    parser.add_argument("mode", choices=("seeds", "ablation", "compare"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=None,
                         help="env steps per run (default 500000)")
@@ -210,9 +284,13 @@ def main():
     parser.add_argument("--out", default=None, help="JSON (and PNG) path stem")
     parser.add_argument("--jobs", type=int, default=1,
                         help="seeds: runs trained at once")
+    parser.add_argument("--runs", nargs="+", metavar="LABEL=RUNS_DIR",
+                        help="compare: the settings' seeds runs")
     args, train_flags = parser.parse_known_args()
     if train_flags and args.mode != "seeds":
         parser.error(f"unrecognized arguments: {' '.join(train_flags)}")
+    if args.mode == "compare":
+        return compare(args, parser)
     runs_dir = pathlib.Path(args.runs_dir) / args.mode
     runs_dir.mkdir(parents=True, exist_ok=True)
     records = []

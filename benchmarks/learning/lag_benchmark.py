@@ -66,6 +66,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 
+from benchmarks.learning._stats import bootstrap_band  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 from tf_vtrace.agent import backends, policy_lag  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 from tf_vtrace.agent import envs as envs_lib  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 from tf_vtrace.agent import learner as learner_lib  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
@@ -239,7 +240,6 @@ def run_all(plan, out, train=True, shard=(0, 1)):
 # --- The report: JSON, figure, table ------------------------------------------
 
 GRID_POINTS = 40
-BOOTSTRAP_SAMPLES = 2000
 
 
 def curve(record, grid):
@@ -253,15 +253,6 @@ def curve(record, grid):
         last = returns[in_bin].mean() if in_bin.any() else last
         values.append(last)
     return np.asarray(values)
-
-
-def bootstrap_band(samples, rng):
-    """(mean, low, high): the mean over seeds (axis 0) and its 95 % bootstrap
-    interval (resampling the seeds with replacement)."""
-    samples = np.asarray(samples, float)
-    picks = rng.integers(0, len(samples), (BOOTSTRAP_SAMPLES, len(samples)))
-    means = samples[picks].mean(axis=1)
-    return (samples.mean(axis=0), *np.percentile(means, [2.5, 97.5], axis=0))
 
 
 def _groups(records):

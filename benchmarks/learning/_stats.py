@@ -1,0 +1,14 @@
+"""Statistics shared by the learning benchmarks."""
+
+import numpy as np
+
+BOOTSTRAP_SAMPLES = 2000
+
+
+def bootstrap_band(samples, rng):
+    """(mean, low, high): the mean over seeds (axis 0) and its 95 % bootstrap
+    interval (resampling the seeds with replacement)."""
+    samples = np.asarray(samples, float)
+    picks = rng.integers(0, len(samples), (BOOTSTRAP_SAMPLES, len(samples)))
+    means = samples[picks].mean(axis=1)
+    return (samples.mean(axis=0), *np.percentile(means, [2.5, 97.5], axis=0))
