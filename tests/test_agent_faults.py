@@ -225,19 +225,23 @@ def test_a_changed_config_is_refused_and_restart_starts_over(tmp_path):
 
 def test_a_run_written_before_a_field_existed_is_the_same_run(tmp_path):
     """A config.json without the fields added since (queue_size,
-    vector_env) matches a config with the values that behave as the code
-    did then (a queue of 1, gymnasium's vector env), not a default that
-    changed since (vector_env "auto"), which is named; a value other than
-    the default is named too."""
+    vector_env, optimizer) matches a config with the values that behave as
+    the code did then (a queue of 1, gymnasium's vector env, Adam), not a
+    default that changed since (vector_env "auto", RMSProp), which is named;
+    a value other than the default is named too."""
     config = Config(backend="local", num_envs=2, jit_compile=False,
-                    vector_env="gymnasium")
+                    vector_env="gymnasium", optimizer="adam")
     old = config.to_dict()
-    del old["queue_size"], old["vector_env"]
+    del old["queue_size"], old["vector_env"], old["optimizer"]
     (tmp_path / "config.json").write_text(json.dumps(old))
     _run_dir._check_same_config(config, str(tmp_path / "config.json"))
     with pytest.raises(train_lib.RunDirectoryError,
                        match="vector_env: 'gymnasium' there, 'auto' now"):
         _run_dir._check_same_config(config.replace(vector_env="auto"),
+                                    str(tmp_path / "config.json"))
+    with pytest.raises(train_lib.RunDirectoryError,
+                       match="optimizer: 'adam' there, 'rmsprop' now"):
+        _run_dir._check_same_config(config.replace(optimizer="rmsprop"),
                                     str(tmp_path / "config.json"))
     with pytest.raises(train_lib.RunDirectoryError,
                        match="queue_size: 1 there, 2 now"):

@@ -71,7 +71,7 @@ def _remove_outputs(out_dir):
 
 # The fields whose default changed after they were added, at the value that
 # behaves as the code did before each was added (CartPole stepped in
-# gymnasium's SyncVectorEnv).
+# gymnasium's SyncVectorEnv; the optimizer was Adam).
 _BEFORE_THE_FIELD = {"vector_env": "gymnasium", "optimizer": "adam"}
 
 
