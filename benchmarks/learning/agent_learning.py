@@ -170,9 +170,20 @@ def plot_seeds(records, runs_dir, png_path, setting="default Config",
     figure.savefig(png_path, dpi=90)
 
 
+def _return_curve(episodes_csv, grid, window):
+    """The training return (running mean of `window` episodes) on `grid`."""
+    steps, returns = recording.read_episodes(episodes_csv)
+    return np.interp(grid, steps, recording.running_mean(returns, window))
+
+
+def _seed_dir(runs_dir, seed):
+    """Where `seeds` trains `seed` under its --runs-dir."""
+    return pathlib.Path(runs_dir) / "seeds" / f"seed{seed}"
+
+
 def read_record(runs_dir, seed):
     """The record `seeds` kept for `seed` under `runs_dir` (its --runs-dir)."""
-    path = pathlib.Path(runs_dir) / "seeds" / f"seed{seed}" / "record.json"
+    path = _seed_dir(runs_dir, seed) / "record.json"
     if not path.exists():
         raise FileNotFoundError(f"--runs: no seeds run of seed {seed} at {path}")
     return json.loads(path.read_text())
@@ -190,13 +201,8 @@ def plot_comparison(settings, png_path, window=100, points=200):
     figure, axis = plt.subplots(figsize=(8, 4.5))
     for label, (runs_dir, records) in settings.items():
         grid = np.linspace(0, min(r["env_steps"] for r in records), points)
-        curves = []
-        for r in records:
-            steps, returns = recording.read_episodes(
-                pathlib.Path(runs_dir) / "seeds" / f"seed{r['seed']}"
-                / "episodes.csv")
-            curves.append(np.interp(grid, steps,
-                                    recording.running_mean(returns, window)))
+        curves = [_return_curve(_seed_dir(runs_dir, r["seed"]) / "episodes.csv",
+                                grid, window) for r in records]
         mean, low, high = bootstrap_band(curves, rng)
         reached = sum(r["env_steps_to_target"] is not None for r in records)
         line, = axis.plot(grid, mean, label=f"{label}: reached {TARGET:.0f} on "
@@ -250,13 +256,8 @@ def plot_ablation(records, runs_dir, png_path, window=100):
         for name, _ in SETTINGS:
             runs = [r for r in records if r["policy_lag"] == lag
                     and r["setting"] == name]
-            curves = []
-            for r in runs:
-                steps, returns = recording.read_episodes(
-                    runs_dir / r["run"] / "episodes.csv")
-                curves.append(np.interp(grid, steps,
-                                        recording.running_mean(returns, window)))
-            curves = np.array(curves)
+            curves = np.array([_return_curve(runs_dir / r["run"] / "episodes.csv",
+                                             grid, window) for r in runs])
             evals = ", ".join(f"{r['eval_greedy']:.0f}" for r in runs)
             line, = axis.plot(grid, curves.mean(0),
                               label=f"{name} (greedy eval: {evals})")
