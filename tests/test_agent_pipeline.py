@@ -224,25 +224,45 @@ def _scalar_steps(out, tag):
     return sorted(steps)
 
 
+def _kill_at_checkpoint(process, out, number, timeout=240, slice_s=0.02):
+    """SIGKILLs the running `process` once checkpoint `number` (or a later
+    one) is on disk; returns the newest checkpoint then.
+
+    The process runs only in short slices (SIGCONT, `slice_s`, SIGSTOP) and
+    is looked at while stopped, so it cannot run on between the look and
+    the kill, however loaded the machine: it is killed a few updates past
+    checkpoint `number` at most, never after the end of its run."""
+    deadline = time.time() + timeout
+    try:
+        while True:
+            process.send_signal(signal.SIGSTOP)
+            killed_at = _last_checkpoint(out)
+            if killed_at >= number:
+                return killed_at
+            assert process.poll() is None, process.communicate()
+            assert time.time() < deadline, f"no checkpoint {number} within {timeout} s"
+            process.send_signal(signal.SIGCONT)
+            time.sleep(slice_s)
+    finally:
+        process.kill()
+        process.communicate(timeout=60)
+
+
 def test_a_killed_run_resumes_without_gap_or_overlap(tmp_path):
-    """A 40-update run SIGKILLed after its checkpoint 10 (of one every 5),
+    """A 200-update run SIGKILLed after its checkpoint 10 (of one every 5),
     then the same command again: it resumes at the newest complete
-    checkpoint and ends as an uninterrupted run does: 40 updates, 1280 env
-    steps, a policy lag for each of the 40 unrolls, TensorBoard's loss
-    exactly once at each env step of the schedule (updates 1, 10, 20, 30,
-    40: nothing the killed process wrote after its checkpoint is left
+    checkpoint and ends as an uninterrupted run does: 200 updates, 6400 env
+    steps, a policy lag for each of the 200 unrolls, TensorBoard's loss
+    exactly once at each env step of the schedule (updates 1, 10, 20, ...,
+    200: nothing the killed process wrote after its checkpoint is left
     twice), episodes.csv in order of env steps on both sides of the resume."""
     out = tmp_path / "run"
+    updates = 200
     flags = ("--num-envs", "2", "--unroll-length", "16", "--checkpoint-every",
-             "5", "--total-env-steps", str(40 * 32), "--no-progress",
+             "5", "--total-env-steps", str(updates * 32), "--no-progress",
              "--jit-compile", "false")
-    process = _start_training(out, *flags)
-    _wait_for_checkpoint(process, out, 10)
-    assert process.poll() is None, "the run ended before it could be killed"
-    process.kill()
-    process.communicate(timeout=60)
-    killed_at = _last_checkpoint(out)
-    assert killed_at < 40
+    killed_at = _kill_at_checkpoint(_start_training(out, *flags), out, 10)
+    assert 10 <= killed_at < updates
 
     stdout = _agent("train", "--out", str(out), *flags)
     assert "resuming at update" in stdout
@@ -250,14 +270,16 @@ def test_a_killed_run_resumes_without_gap_or_overlap(tmp_path):
     # A checkpoint being written at the kill is not restored: the previous is.
     assert summary["resumed_at_update"] in (killed_at, killed_at - 5), killed_at
     assert summary["resumed_at_update"] >= 5
-    assert summary["learner_updates"] == 40 and summary["env_steps"] == 1280
-    assert sum(summary["policy_lag_counts"].values()) == 40
-    assert sum(summary["unrolls_per_actor"]) == 40
+    assert summary["learner_updates"] == updates
+    assert summary["env_steps"] == updates * 32
+    assert sum(summary["policy_lag_counts"].values()) == updates
+    assert sum(summary["unrolls_per_actor"]) == updates
     assert summary["backend"] == "thread" and summary["discarded_unrolls"] == 0
-    assert _scalar_steps(out, "learner/loss") == [32, 320, 640, 960, 1280]
+    assert _scalar_steps(out, "learner/loss") == [
+        32, *range(320, updates * 32 + 1, 320)]
     steps, _ = recording.read_episodes(str(out / "episodes.csv"))
     resumed_at = summary["resumed_at_update"] * 32
-    assert (np.diff(steps) >= 0).all() and steps.max() <= 1280
+    assert (np.diff(steps) >= 0).all() and steps.max() <= updates * 32
     assert (steps <= resumed_at).any() and (steps > resumed_at).any()
     assert (steps % 32 == 0).all()
 
