@@ -7,7 +7,7 @@ import sys
 import gymnasium as gym
 import numpy as np
 import pytest
-from tolerances import assert_close_to_rounding
+from tolerances import SUBPROCESS_TIMEOUT_S, assert_close_to_rounding
 from vtrace_reference import categorical_log_probs, vtrace_reference
 
 from tf_vtrace.agent import actor as actor_lib
@@ -52,7 +52,8 @@ def test_cli_rejects_bad_config_before_any_work(tmp_path):
     out = tmp_path / "run"
     result = subprocess.run(
         [sys.executable, "-m", "tf_vtrace.agent", "train", "--out", str(out),
-         "--env", "Pendulum-v1"], capture_output=True, text=True, timeout=120,
+         "--env", "Pendulum-v1"], capture_output=True, text=True,
+        timeout=SUBPROCESS_TIMEOUT_S,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 2, result.stderr
     assert "Config.env_id" in result.stderr and "Discrete" in result.stderr

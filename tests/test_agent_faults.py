@@ -19,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import tensorflow as tf
+from tolerances import SUBPROCESS_TIMEOUT_S
 
 from tf_vtrace.agent import _run_dir, envs, recording
 from tf_vtrace.agent import actor as actor_lib
@@ -265,7 +266,7 @@ def test_cli_evaluate_on_a_missing_policy_is_one_clear_line(tmp_path):
     missing = tmp_path / "run" / "policy"
     result = subprocess.run(
         [sys.executable, "-m", "tf_vtrace.agent", "evaluate", str(missing)],
-        capture_output=True, text=True, timeout=240,
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 2, result.stderr
     assert f"error: {missing}: no such policy directory" in result.stderr

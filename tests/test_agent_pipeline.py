@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 import pytest
-from process_tree import actor_pids
-from tolerances import SUBPROCESS_TIMEOUT_S
+from process_tree import actor_pids, ignores, is_stopped
+from tolerances import POLL_TIMEOUT_S, SUBPROCESS_TIMEOUT_S
 
 from tf_vtrace.agent import envs, recording
 from tf_vtrace.agent.config import Config
@@ -23,7 +23,7 @@ from tf_vtrace.agent.train import train
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 
-def _agent(*args, timeout=300):
+def _agent(*args, timeout=SUBPROCESS_TIMEOUT_S):
     result = subprocess.run([sys.executable, "-m", "tf_vtrace.agent", *args],
                             capture_output=True, text=True, timeout=timeout,
                             env=ENV)
@@ -76,31 +76,33 @@ def _start_training(out, *flags, own_group=False):
         stderr=subprocess.PIPE, text=True, start_new_session=own_group)
 
 
-def _wait_for_checkpoint(process, out, number, timeout=240):
+def _wait_until(process, what, condition, timeout=POLL_TIMEOUT_S, tick_s=0.02):
+    """Waits until `condition()` while `process` runs (`what`: for the
+    failure message)."""
+    deadline = time.time() + timeout
+    while not condition():
+        assert process.poll() is None, process.communicate()
+        assert time.time() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(tick_s)
+
+
+def _wait_for_checkpoint(process, out, number):
     """Waits until checkpoint `number` (or a later one) of the running
     `process` is on disk."""
-    deadline = time.time() + timeout
-    while _last_checkpoint(out) < number:
-        assert process.poll() is None, process.communicate()
-        assert time.time() < deadline, f"no checkpoint {number} within {timeout} s"
-        time.sleep(0.2)
+    _wait_until(process, f"checkpoint {number}",
+                lambda: _last_checkpoint(out) >= number, tick_s=0.2)
 
 
-def _wait_for_replacement(process, victim, timeout=240):
+def _wait_for_replacement(process, victim):
     """Waits until the actor process `victim` of `process` is gone and a
     new one stands in its place."""
-    deadline = time.time() + timeout
-    while True:
+    def replaced():
         pids = actor_pids(process.pid)
-        if victim not in pids and len(pids) == 2:
-            return
-        assert process.poll() is None, process.communicate()
-        assert time.time() < deadline, (
-            f"actor {victim} not replaced within {timeout} s: {pids}")
-        time.sleep(0.2)
+        return victim not in pids and len(pids) == 2
+    _wait_until(process, f"actor {victim} replaced", replaced, tick_s=0.2)
 
 
-def _signal_and_wait(process, signum, timeout=240, group=False):
+def _signal_and_wait(process, signum, timeout=POLL_TIMEOUT_S, group=False):
     """Sends `signum` (to its process group: `group`); `(stdout, stderr)`
     once the process has exited."""
     if group:
@@ -200,6 +202,12 @@ def test_a_killed_actor_process_is_replaced_and_training_goes_on(tmp_path):
         _wait_for_replacement(process, victim)
         _wait_for_checkpoint(process, out, _last_checkpoint(out) + 3)
         assert len(actor_pids(process.pid)) == 2
+        # The checkpoints may all be the survivor's: the SIGTERM below is
+        # for actors that ignore it, so wait until the replacement is past
+        # its imports (a worker still starting dies of it; the run is
+        # stopping then, but the death would count as a second restart).
+        _wait_until(process, "the actors ignore SIGTERM", lambda: all(
+            ignores(pid, signal.SIGTERM) for pid in actor_pids(process.pid)))
     except BaseException:
         os.killpg(process.pid, signal.SIGKILL)
         raise
@@ -224,18 +232,22 @@ def _scalar_steps(out, tag):
     return sorted(steps)
 
 
-def _kill_at_checkpoint(process, out, number, timeout=240, slice_s=0.02):
+def _kill_at_checkpoint(process, out, number, timeout=POLL_TIMEOUT_S,
+                        slice_s=0.2):
     """SIGKILLs the running `process` once checkpoint `number` (or a later
     one) is on disk; returns the newest checkpoint then.
 
     The process runs only in short slices (SIGCONT, `slice_s`, SIGSTOP) and
     is looked at while stopped, so it cannot run on between the look and
     the kill, however loaded the machine: it is killed a few updates past
-    checkpoint `number` at most, never after the end of its run."""
+    checkpoint `number` at most, never after the end of its run (the 200
+    updates of the test below take seconds of compute)."""
     deadline = time.time() + timeout
     try:
         while True:
             process.send_signal(signal.SIGSTOP)
+            _wait_until(process, "SIGSTOP takes effect",
+                        lambda: is_stopped(process.pid))
             killed_at = _last_checkpoint(out)
             if killed_at >= number:
                 return killed_at

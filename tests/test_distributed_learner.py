@@ -22,10 +22,11 @@ import time
 
 import numpy as np
 import pytest
+from tolerances import SUBPROCESS_TIMEOUT_S
 
 WORKER = os.path.join(os.path.dirname(__file__), "distributed_learner_worker.py")
 TOLERANCE = 1e-5
-KILL_AFTER_S = 240
+KILL_AFTER_S = SUBPROCESS_TIMEOUT_S
 
 
 def _command(*args):

@@ -15,11 +15,12 @@ import sys
 import textwrap
 
 import pytest
+from tolerances import SUBPROCESS_TIMEOUT_S
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def _run(args, legacy_keras, timeout=300, **kwargs):
+def _run(args, legacy_keras, timeout=SUBPROCESS_TIMEOUT_S, **kwargs):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     env.pop("TF_USE_LEGACY_KERAS", None)
     if legacy_keras:
@@ -34,7 +35,7 @@ def test_impala_agent_with_real_tf_agents_in_its_own_process(suite, tmp_path):
     result = _run(["-m", "pytest", "-q", "-p", "no:cacheprovider",
                    "--basetemp", str(tmp_path / "pytest"),
                    str(ROOT / "tests" / suite)],
-                  legacy_keras=True, timeout=600, cwd=ROOT)
+                  legacy_keras=True, cwd=ROOT)
     assert result.returncode == 0, result.stdout[-12000:] + result.stderr[-3000:]
 
 
