@@ -239,9 +239,9 @@ def _kill_at_checkpoint(process, out, number, timeout=POLL_TIMEOUT_S,
 
     The process runs only in short slices (SIGCONT, `slice_s`, SIGSTOP) and
     is looked at while stopped, so it cannot run on between the look and
-    the kill, however loaded the machine: it is killed a few updates past
-    checkpoint `number` at most, never after the end of its run (the 200
-    updates of the test below take seconds of compute)."""
+    the kill, however loaded the machine: it is killed within one slice of
+    checkpoint `number`, never after the end of its run (the 200 updates of
+    the test below take seconds of compute, a slice at most `slice_s`)."""
     deadline = time.time() + timeout
     try:
         while True:
