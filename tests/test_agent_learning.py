@@ -74,7 +74,8 @@ same = bootstrap_band(np.full((5, 3), 2.5), np.random.default_rng(0))
 print(*np.concatenate(same))
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                            text=True, cwd=ROOT, check=True)
+                            text=True, cwd=ROOT, check=True,
+                            timeout=SUBPROCESS_TIMEOUT_S)
     band, same = result.stdout.splitlines()
     mean, low, high = map(float, band.split())
     assert low < mean < high

@@ -242,19 +242,18 @@ def _kill_at_checkpoint(process, out, number, timeout=POLL_TIMEOUT_S,
     the kill, however loaded the machine: it is killed within one slice of
     checkpoint `number`, never after the end of its run (the 200 updates of
     the test below take seconds of compute, a slice at most `slice_s`)."""
-    deadline = time.time() + timeout
+    def stopped_at_checkpoint():
+        process.send_signal(signal.SIGSTOP)
+        _wait_until(process, "SIGSTOP takes effect",
+                    lambda: is_stopped(process.pid))
+        if _last_checkpoint(out) >= number:
+            return True
+        process.send_signal(signal.SIGCONT)
+        return False
     try:
-        while True:
-            process.send_signal(signal.SIGSTOP)
-            _wait_until(process, "SIGSTOP takes effect",
-                        lambda: is_stopped(process.pid))
-            killed_at = _last_checkpoint(out)
-            if killed_at >= number:
-                return killed_at
-            assert process.poll() is None, process.communicate()
-            assert time.time() < deadline, f"no checkpoint {number} within {timeout} s"
-            process.send_signal(signal.SIGCONT)
-            time.sleep(slice_s)
+        _wait_until(process, f"checkpoint {number}", stopped_at_checkpoint,
+                    timeout, tick_s=slice_s)
+        return _last_checkpoint(out)
     finally:
         process.kill()
         process.communicate(timeout=60)

@@ -82,9 +82,9 @@ class Config:
     optimizer"): the training return reached 475 on 30 of 30 (median 132k
     env steps) and ended ≥ 475 on 30 of 30; with Adam at 2e-3 and a clip of
     0.5, the defaults until 6 December 2026, it reached 475 on 24 and ended
-    there on 19 (late collapse). RMSProp's steps shrink with the gradient
-    once the policy has converged, Adam's do not
-    (`tf_vtrace.agent.learner.make_optimizer`). RMSProp at 5e-3 and 1.2e-2
+    there on 19 (late collapse; 26 and 22 in a rerun of the same seeds).
+    RMSProp's steps shrink with the gradient once the policy has converged,
+    Adam's do not (`tf_vtrace.agent.learner.make_optimizer`). RMSProp at 5e-3 and 1.2e-2
     learned as well; 3e-3 too slowly for 300k steps.
 
     Attributes:

@@ -1,9 +1,6 @@
 """Named configurations for the CLI's ``--preset`` (flags given after it win).
 
 * ``cartpole``: the `Config` defaults (CartPole-v1, 300k env steps, RMSProp).
-
-The others pin the optimizer they were measured with: Adam, the gradient
-clipped to norm 0.5 (`Config`'s defaults until December 2026).
 * ``acrobot``: Acrobot-v1 (reward −1 per step until the tip swings above the
   bar, 500-step limit): the defaults' MLP, 32 envs × 20 steps, Adam 1e-3,
   500k env steps.
@@ -18,6 +15,9 @@ clipped to norm 0.5 (`Config`'s defaults until December 2026).
   (RLlib's tuned StatelessCartPole examples use ``vf_loss_coeff=0.01``),
   32 envs × 20 steps, 1M env steps, Adam 2e-3; chosen by single-seed runs
   (docs/agent.md, "The memory task, measured").
+
+All but ``cartpole`` pin the optimizer they were measured with: Adam, the
+gradient clipped to norm 0.5 (`Config`'s defaults until December 2026).
 """
 
 __all__ = ["ADAM_BEFORE_RMSPROP", "PRESETS"]
