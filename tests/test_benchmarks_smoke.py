@@ -95,6 +95,9 @@ def test_bench_agent_quick_reads_our_run(tmp_path):
     assert 0 < record["steps_to_target"] <= record["env_steps"]
     assert 0 < record["wall_to_target_s"] < record["wall_s"]
     assert record["env_steps_per_s"] > 0 and record["learner_steps_per_s"] > 0
+    for side in ("learner", "actor"):
+        assert 0 <= record[f"{side}_idle_fraction"] <= 1, record
+    assert record["policy_lag_mean"] >= 0
     walls, steps, means = zip(*record["curve"])
     assert list(steps) == sorted(steps) and list(walls) == sorted(walls)
     assert (tmp_path / "bench_agent.png").stat().st_size > 0

@@ -102,6 +102,31 @@ def test_ready_unrolls_are_taken_oldest_first(backend):
     assert sorted(lags)[len(lags) // 2] == num_actors, lags
 
 
+def test_a_process_actor_idles_while_the_learner_is_slower():
+    """A learner that takes 1 s longer than an unroll of 8 env steps (it
+    sleeps once the unroll it will take next is ready): over that second
+    the actor was idle but for the one unroll taken in it (acted before it
+    began, counted when it arrives: a few ms here, 0.5 s allowed), and
+    never for longer than the wall time."""
+    config = Config(num_envs=2, unroll_length=4, jit_compile=False,
+                    backend="process", num_actors=1)
+    weights = actor.LocalActor(config.replace(backend="local")).model.get_weights()
+    actors = backends.make_actors(config)
+    try:
+        actors.set_weights(weights, 0)
+        actors.collect()  # Started (TensorFlow imported); the next requested.
+        _wait_until_every_unroll_is_ready(actors)
+        start = time.perf_counter()
+        idle_before = actors.idle_seconds()
+        time.sleep(1.)
+        actors.collect()
+        waited = actors.idle_seconds() - idle_before
+        wall = time.perf_counter() - start
+    finally:
+        actors.close()
+    assert 0.5 <= waited <= wall, (waited, wall)
+
+
 # The LSTM core with both pathways (`--separate-value-core`).
 LSTM_FLAGS = ("--core", "lstm", "--core-size", "8", "--separate-value-core",
               "true")
@@ -142,6 +167,8 @@ def test_command_line_trains_with_two_actors(backend, core_flags, tmp_path):
     mean = sum(lag * n for lag, n in counts.items()) / updates
     assert summary["policy_lag_mean"] == pytest.approx(mean, abs=1e-3)
     assert summary["env_steps_per_s"] > 0 and summary["learner_steps_per_s"] > 0
+    for side in ("learner", "actor"):
+        assert 0 <= summary[f"{side}_idle_fraction"] <= 1, summary
     if core_flags:
         # The exported policy carries both pathways' state (2 × 8 units).
         import tensorflow as tf

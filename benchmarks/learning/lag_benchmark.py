@@ -71,21 +71,21 @@ from tf_vtrace.agent import backends, policy_lag  # noqa: E402 (after TF_CPP_MIN
 from tf_vtrace.agent import envs as envs_lib  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 from tf_vtrace.agent import learner as learner_lib  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 from tf_vtrace.agent.config import CORRECTIONS, Config  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
-from tf_vtrace.agent.presets import ADAM_BEFORE_RMSPROP  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
+from tf_vtrace.agent.presets import DEFAULTS_AS_MEASURED  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 from tf_vtrace.agent.train import actor_learner_step  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 
 # The lag of the asynchronous pipeline, as it comes (not set).
 NATURAL = "natural"
-# Every plan was measured with Adam and the gradient clipped to norm 0.5
-# (pinned: `Config`'s defaults changed since).
+# Every plan was measured with Adam, the gradient clipped to norm 0.5 and a
+# queue of one unroll (pinned: `Config`'s defaults changed since).
 ENVS = {
-    "CartPole-v1": dict(ADAM_BEFORE_RMSPROP, num_envs=8, unroll_length=20,
+    "CartPole-v1": dict(DEFAULTS_AS_MEASURED, num_envs=8, unroll_length=20,
                         learning_rate=3e-3, total_env_steps=100_000),
-    "MinAtar/Breakout-v1": dict(ADAM_BEFORE_RMSPROP, num_envs=16, unroll_length=20,
+    "MinAtar/Breakout-v1": dict(DEFAULTS_AS_MEASURED, num_envs=16, unroll_length=20,
                                 learning_rate=1e-3, total_env_steps=1_000_000),
     # The third env: a second MinAtar game (Asterix, tried first, did not
     # learn in 1M env steps at these settings: final return 0.8-1.0).
-    "MinAtar/SpaceInvaders-v1": dict(ADAM_BEFORE_RMSPROP, num_envs=16, unroll_length=20,
+    "MinAtar/SpaceInvaders-v1": dict(DEFAULTS_AS_MEASURED, num_envs=16, unroll_length=20,
                                      learning_rate=1e-3,
                                      total_env_steps=1_000_000),
 }

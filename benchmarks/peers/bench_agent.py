@@ -85,6 +85,12 @@ def _tensorboard_clock(run_dir):
 RLLIB_VECTORIZE_MODES = {"numpy": "vector_entry_point", "gymnasium": "sync"}
 
 
+# From our runs' summary.json: the fractions of the wall time (once warm)
+# the learner and the actors waited, and the policy lag in updates.
+PIPELINE_KEYS = ("learner_idle_fraction", "actor_idle_fraction",
+                 "policy_lag_mean")
+
+
 def run_ours(seed, args, out_dir):
     """One training run of ours; returns its record."""
     from tf_vtrace.agent import recording
@@ -116,6 +122,7 @@ def run_ours(seed, args, out_dir):
                              else round(float(curve_walls[reach]), 1)),
         "curve": _thin(curve_walls, steps, means),
         "load_before": load_before, "load_after": _load(),
+        **{key: summary[key] for key in PIPELINE_KEYS},
     }
 
 
@@ -161,6 +168,7 @@ def run_rllib(seed, args, out_dir):
         "wall_to_target_s": None if reach is None else round(float(walls[reach]), 1),
         "curve": _thin(walls, steps, means),
         "load_before": load_before, "load_after": _load(),
+        **dict.fromkeys(PIPELINE_KEYS),  # Not reported by RLlib's runs.
     }
 
 
@@ -177,19 +185,20 @@ def table(records):
     """The results as a markdown table, one row per run plus medians."""
     header = ["system", "seed", "env steps/s", "learner steps/s",
               f"env steps to {WINDOW}-ep. mean ≥ target", "wall s to target",
-              "wall s (run)", "load before → after"]
-    rows = [[r["system"], str(r["seed"]), _fmt(r["env_steps_per_s"], 0),
-             _fmt(r["learner_steps_per_s"], 1), _fmt(r["steps_to_target"], 0),
-             _fmt(r["wall_to_target_s"], 1), _fmt(r["wall_s"], 1),
+              "wall s (run)", "learner idle", "actor idle", "policy lag",
+              "load before → after"]
+    columns = (("env_steps_per_s", 0), ("learner_steps_per_s", 1),
+               ("steps_to_target", 0), ("wall_to_target_s", 1), ("wall_s", 1),
+               ("learner_idle_fraction", 3), ("actor_idle_fraction", 3),
+               ("policy_lag_mean", 2))
+    rows = [[r["system"], str(r["seed"]),
+             *(_fmt(r.get(key), digits) for key, digits in columns),
              f"{r['load_before']} → {r['load_after']}"] for r in records]
     for system in (OURS, RLLIB):
         mine = [r for r in records if r["system"] == system]
         if mine:
             rows.append([f"**{system} median**", "", *(
-                _fmt(_median(mine, key), digits) for key, digits in (
-                    ("env_steps_per_s", 0), ("learner_steps_per_s", 1),
-                    ("steps_to_target", 0), ("wall_to_target_s", 1),
-                    ("wall_s", 1))), ""])
+                _fmt(_median(mine, key), digits) for key, digits in columns), ""])
     lines = ["| " + " | ".join(header) + " |",
              "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -197,7 +206,7 @@ def table(records):
 
 
 def _median(records, key):
-    values = [r[key] for r in records]
+    values = [r.get(key) for r in records]
     if any(v is None for v in values):
         return None  # A run that never reached the target: no median.
     return float(np.median(values))

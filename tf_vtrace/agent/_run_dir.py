@@ -71,8 +71,10 @@ def _remove_outputs(out_dir):
 
 # The fields whose default changed after they were added, at the value that
 # behaves as the code did before each was added (CartPole stepped in
-# gymnasium's SyncVectorEnv; the optimizer was Adam).
-_BEFORE_THE_FIELD = {"vector_env": "gymnasium", "optimizer": "adam"}
+# gymnasium's SyncVectorEnv; the optimizer was Adam; the actor thread
+# queued one unroll).
+_BEFORE_THE_FIELD = {"vector_env": "gymnasium", "optimizer": "adam",
+                     "queue_size": 1}
 
 
 def _check_same_config(config, config_path):

@@ -343,10 +343,12 @@ class _RemoteActor:
                                            start_update=start_update)
 
     def unroll(self, weights, version):
-        """Sets `weights` (unless None) of `version`, returns one unroll."""
+        """Sets `weights` (unless None) of `version`; returns one unroll and
+        the seconds it took to act (setting the weights included)."""
+        start = time.perf_counter()
         if weights is not None:
             self._actor.set_weights(weights, version)
-        return self._actor.collect()
+        return self._actor.collect(), time.perf_counter() - start
 
     def close(self):
         self._actor.close()
@@ -384,6 +386,7 @@ class _AsyncActors(actor_lib.ActorBackend):
         self._in_flight = {}
         self._requests = 0
         self._ready = collections.deque()
+        self._acting_s, self._started = 0., time.perf_counter()
 
     @property
     def restarts_per_actor(self):
@@ -400,8 +403,9 @@ class _AsyncActors(actor_lib.ActorBackend):
 
     @abc.abstractmethod
     def _receive(self, index):
-        """The finished unroll of actor `index`; `_ActorDied` with the
-        actor's traceback or exit status if it failed."""
+        """The finished unroll of actor `index` and the seconds it took to
+        act (`_RemoteActor.unroll`); `_ActorDied` with the actor's
+        traceback or exit status if it failed."""
 
     @abc.abstractmethod
     def _start(self, index, start_update):
@@ -432,6 +436,16 @@ class _AsyncActors(actor_lib.ActorBackend):
         from each actor's next unroll on."""
         self._weights, self.version = list(weights), int(version)
 
+    def idle_seconds(self):
+        """The seconds the actors have not been acting since this backend
+        started, summed over the actors: the wall time of each less the
+        seconds its unrolls took to act (their start, pickling and sending,
+        and the waits for the learner's next request). An unroll counts when
+        it arrives, so across an interval the count is off by at most the
+        unrolls in flight at its ends (one per actor)."""
+        wall_s = time.perf_counter() - self._started
+        return wall_s * self.num_actors - self._acting_s
+
     def collect(self):
         """The unroll ready longest; its actor starts the next one at once."""
         if self._weights is None:
@@ -443,12 +457,13 @@ class _AsyncActors(actor_lib.ActorBackend):
             self._queue_ready()
             index = self._ready.popleft()
             try:
-                unroll = self._receive(index)
+                unroll, acting_s = self._receive(index)
             except _ActorDied as failure:
                 del self._in_flight[index]
                 self._replace(index, failure)
                 continue
             del self._in_flight[index]
+            self._acting_s += acting_s
             self.unrolls_per_actor[index] += 1
             self._failures.succeeded(index)
             self._request(index)

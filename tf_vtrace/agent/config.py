@@ -154,12 +154,12 @@ class Config:
         compiled function). The learner, the export and the evaluation
         always use TensorFlow; the two agree to float32 rounding.
       queue_size: Unrolls the ``"thread"`` backend's actors may queue ahead
-        of the learner (they wait while it is full). 1: on 2 cores with
-        the demo's CartPole, 2 kept the learner busier (idle 5–9 % instead
-        of 9–13 %) but at a policy lag of ≈ 2 updates instead of ≈ 1.6 it
-        learned worse over 30 seeds (docs/agent.md, docs/scaling.md).
-        Since the actor got faster than the learner, 1 gives a lag of
-        ≈ 1.8 and leaves the actor waiting ≈ 20 % of the time.
+        of the learner (they wait while it is full). 2: the second unroll
+        absorbs the jitter between the actor's and the learner's turns on
+        2 cores, where with 1 the actor (the faster side) waited ≈ 20 % of
+        the time; the policy lag is ≈ 2.1–2.5 updates instead of ≈ 1.8, and
+        with RMSProp the 30 seeds learned as well as with 1 (docs/agent.md;
+        with Adam they had not, so it was 1 until December 2026).
       strategy: The learner's `tf.distribute` strategy: ``"none"`` (one
         device), ``"mirrored"`` (`tf.distribute.MirroredStrategy` over this
         host's GPUs, else its logical CPU devices) or ``"multi_worker"``
@@ -205,7 +205,7 @@ class Config:
     checkpoint_every: int = 200
     backend: str = "thread"
     num_actors: int = 1
-    queue_size: int = 1
+    queue_size: int = 2
     vector_env: str = "auto"
     actor_inference: str = "auto"
     strategy: str = "none"

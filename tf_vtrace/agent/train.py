@@ -123,10 +123,10 @@ class _Idle:
     and the end of the loop (`finish`).
 
     The synchronous ``"local"`` backend's actor idles while the learner
-    learns (all but its `collect`); the ``"thread"`` backend's threads say
-    how long they waited (`ThreadActors.idle_seconds`, summed over the
-    actors); the process and Ray backends' actor idle time is not measured
-    (None).
+    learns (all but its `collect`); the other backends' actors say how long
+    they waited (`idle_seconds`, summed over the actors): the threads on a
+    full queue, the processes and Ray actors whenever they were not acting
+    an unroll.
     """
 
     def __init__(self, config):
