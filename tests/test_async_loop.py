@@ -195,6 +195,39 @@ def test_async_run_learns_on_every_unroll_and_reports_lag_and_idle(tmp_path):
         pytest.approx(1, abs=1e-3)
 
 
+class _IdleClock:
+    """An actor backend's `idle_seconds`, advanced by the test."""
+
+    def __init__(self):
+        self.seconds = 0.
+
+    def idle_seconds(self):
+        return self.seconds
+
+
+def test_idle_fractions_leave_out_the_evaluations():
+    """Outside a pause (an evaluation) the learner waited 0.1 s and the
+    actors 0.05 s of at least 0.2 s; during the 0.3-s pause the actors
+    waited 0.3 s more. The fractions are of the time outside the pause
+    only: counting the pause would give the actors 0.35 / 0.5 = 0.7."""
+    idle, actors = train_lib._Idle(SMALL), _IdleClock()
+    start = time.time()
+    idle.warm(actors)
+    time.sleep(0.2)
+    idle.collect_s += 0.1
+    actors.seconds += 0.05
+    with idle.paused(actors):
+        actors.seconds += 0.3
+        time.sleep(0.3)
+    idle.finish(actors)
+    # Outside the pause: at least 0.2 s, at most all but its 0.3 s.
+    longest = time.time() - start - 0.3
+    fractions = idle.fractions()
+    for key, waited in (("learner_idle_fraction", 0.1), ("actor_idle_fraction", 0.05)):
+        assert waited / longest - 5e-4 <= fractions[key] <= waited / 0.2 + 5e-4, (
+            key, fractions, longest)
+
+
 def test_sync_flag_is_the_local_backend():
     parser, _ = cli._parser()
     assert parser.parse_args(["train", "--out", "x"]).backend == "thread"

@@ -127,12 +127,18 @@ class _Idle:
     they waited (`idle_seconds`, summed over the actors): the threads on a
     full queue, the processes and Ray actors whenever they were not acting
     an unroll.
+
+    The greedy evaluations and the checkpoints during training (`paused`)
+    are left out: their wall time, and the actors' waits meanwhile (the
+    learner is not learning then, so a full queue says nothing about how
+    acting and learning overlap).
     """
 
     def __init__(self, config):
         self.config = config
         self.collect_s = 0.
         self.start = self.end = None  # (time, collect_s, actors' idle s)
+        self.paused_s, self.paused_actor_idle_s = 0., 0.
 
     def _now(self, actor):
         actors = getattr(actor, "idle_seconds", None)
@@ -145,20 +151,36 @@ class _Idle:
     def finish(self, actor):
         self.end = self._now(actor)
 
+    @contextlib.contextmanager
+    def paused(self, actor):
+        """Leaves the time spent in this context (after `warm`) out of the
+        fractions."""
+        before = self._now(actor)
+        try:
+            yield
+        finally:
+            after = self._now(actor)
+            if self.start is not None:
+                self.paused_s += after[0] - before[0]
+                if before[2] is not None:
+                    self.paused_actor_idle_s += after[2] - before[2]
+
     def fractions(self):
         """`learner_idle_fraction`, `actor_idle_fraction` (None without a
         warm update, or where not measured)."""
         fractions = {"learner_idle_fraction": None, "actor_idle_fraction": None}
-        if self.start is None or self.end[0] <= self.start[0]:
+        wall = None if self.start is None else (
+            self.end[0] - self.start[0] - self.paused_s)
+        if wall is None or wall <= 0:
             return fractions
-        wall = self.end[0] - self.start[0]
         learner = (self.end[1] - self.start[1]) / wall
         fractions["learner_idle_fraction"] = round(learner, 3)
         if self.config.backend == "local":
             fractions["actor_idle_fraction"] = round(1. - learner, 3)
         elif self.end[2] is not None:
+            actors_idle_s = self.end[2] - self.start[2] - self.paused_actor_idle_s
             fractions["actor_idle_fraction"] = round(
-                (self.end[2] - self.start[2]) / (wall * self.config.num_actors), 3)
+                actors_idle_s / (wall * self.config.num_actors), 3)
         return fractions
 
 
@@ -365,13 +387,15 @@ class _UpdateLoop:
             postfix["greedy"] = f"{self.evaluation.last_return:.1f}"
         self.bar.set_postfix(postfix, refresh=False)
         if counters.updates % config.checkpoint_every == 0:
-            self._save()
+            with self.idle.paused(self.actor):
+                self._save()
 
     def _evaluate_if_due(self):
         counters = self.counters
         if self.evaluation is not None and self.evaluation.due(
                 counters.env_steps, counters.updates == self.config.num_updates):
-            returns = self.evaluation.run(counters.env_steps, counters.updates)
+            with self.idle.paused(self.actor):
+                returns = self.evaluation.run(counters.env_steps, counters.updates)
             self.recorder.record_evaluation(counters.env_steps,
                                             counters.updates, returns)
 
