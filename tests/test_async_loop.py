@@ -196,13 +196,30 @@ def test_async_run_learns_on_every_unroll_and_reports_lag_and_idle(tmp_path):
 
 
 class _IdleClock:
-    """An actor backend's `idle_seconds`, advanced by the test."""
+    """An actor backend's `idle_seconds` and `unrolls_per_actor`, advanced
+    by the test."""
 
-    def __init__(self):
+    def __init__(self, unrolls_per_actor=(1,)):
         self.seconds = 0.
+        self.unrolls_per_actor = list(unrolls_per_actor)
 
     def idle_seconds(self):
         return self.seconds
+
+
+def test_idle_fractions_start_once_every_actor_has_given_an_unroll():
+    """An actor still starting (or compiling its first unroll) is not
+    waiting for the learner: the count starts at the first update after
+    every actor has given an unroll, so the 10 s of that start never reach
+    the fractions."""
+    idle, actors = train_lib._Idle(SMALL.replace(num_actors=2)), _IdleClock((3, 0))
+    idle.warm(actors)
+    actors.seconds += 10.
+    actors.unrolls_per_actor = [4, 1]
+    idle.warm(actors)
+    time.sleep(0.05)
+    idle.finish(actors)
+    assert idle.fractions()["actor_idle_fraction"] == 0.
 
 
 def test_idle_fractions_leave_out_the_evaluations():

@@ -119,8 +119,9 @@ def actor_learner_step(actor, learner, history, idle=None):
 
 class _Idle:
     """Seconds the learner waited for unrolls (in `collect`) and the actors
-    waited for the learner, between the end of the first update (`warm`)
-    and the end of the loop (`finish`).
+    waited for the learner, from the end of the first update after every
+    actor has given an unroll (`warm`: their start and first compile left
+    out) to the end of the loop (`finish`).
 
     The synchronous ``"local"`` backend's actor idles while the learner
     learns (all but its `collect`); the other backends' actors say how long
@@ -145,7 +146,7 @@ class _Idle:
         return (time.time(), self.collect_s, actors() if actors else None)
 
     def warm(self, actor):
-        if self.start is None:
+        if self.start is None and min(getattr(actor, "unrolls_per_actor", [1])) > 0:
             self.start = self._now(actor)
 
     def finish(self, actor):
