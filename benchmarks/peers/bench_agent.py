@@ -192,7 +192,7 @@ def table(records):
                ("learner_idle_fraction", 3), ("actor_idle_fraction", 3),
                ("policy_lag_mean", 2))
     rows = [[r["system"], str(r["seed"]),
-             *(_fmt(r.get(key), digits) for key, digits in columns),
+             *(_fmt(r[key], digits) for key, digits in columns),
              f"{r['load_before']} → {r['load_after']}"] for r in records]
     for system in (OURS, RLLIB):
         mine = [r for r in records if r["system"] == system]
@@ -206,9 +206,9 @@ def table(records):
 
 
 def _median(records, key):
-    values = [r.get(key) for r in records]
+    values = [r[key] for r in records]
     if any(v is None for v in values):
-        return None  # A run that never reached the target: no median.
+        return None  # A run that never reached the target, or RLlib's idle: none.
     return float(np.median(values))
 
 
