@@ -183,18 +183,24 @@ def build_learner_step(name, inputs):
     if name in KERAS_STEPS:
         # The Keras that tf.keras is: tf_keras in a worker started with
         # TF_USE_LEGACY_KERAS=1 (run_peers.WORKER_ENV), else Keras 3.
-        return _KerasStep(inputs, jit_compile=KERAS_STEPS[name])
+        jit_compile, steps_per_execution = KERAS_STEPS[name]
+        return _KerasStep(inputs, jit_compile, steps_per_execution)
     make_step, jit_compile = LEARNER_STEPS[name]
     return make_step(jit_compile)(*_tensors(inputs, LOGITS_KEYS))
 
 
 # Keras `fit` rows -> the model's `jit_compile` (None: Keras' default, which
-# on a CPU-only machine compiles no XLA for the train step).
+# on a CPU-only machine compiles no XLA for the train step) and
+# `steps_per_execution` (train steps per call of the train function; the
+# worker reports the time per step).
 KERAS_STEPS = {
-    "tf_vtrace ImpalaLoss in fit": None,
-    "tf_vtrace ImpalaLoss in tf_keras fit": None,
-    "tf_vtrace ImpalaLoss in jit fit": True,
-    "tf_vtrace ImpalaLoss in tf_keras jit fit": True,
+    "tf_vtrace ImpalaLoss in fit": (None, 1),
+    "tf_vtrace ImpalaLoss in tf_keras fit": (None, 1),
+    "tf_vtrace ImpalaLoss in jit fit": (True, 1),
+    "tf_vtrace ImpalaLoss in tf_keras jit fit": (True, 1),
+    "tf_vtrace ImpalaLoss in fit, 16 steps per call": (None, 16),
+    "tf_vtrace ImpalaLoss in jit fit, 16 steps per call": (True, 16),
+    "tf_vtrace ImpalaLoss in tf_keras jit fit, 16 steps per call": (True, 16),
 }
 
 
@@ -207,12 +213,14 @@ class _KerasStep:
     [B, T + 1, A + 1] (π's logits and V for T + 1 observations, the last value
     the bootstrap), so d loss / d variable is the gradient with respect to the
     logits and the values. A call runs the model's train function on the next
-    batch of a repeating dataset, optimizer update (SGD, rate 0) included. The
+    batch of a repeating dataset, optimizer update (SGD, rate 0) included; with
+    `steps_per_execution` N, on the next N batches in one call (`steps_per_call`:
+    the worker reports the time per step). The
     outputs compared with the other rows are the loss and that gradient,
     taken once through the same loss object.
     """
 
-    def __init__(self, inputs, jit_compile=None):
+    def __init__(self, inputs, jit_compile=None, steps_per_execution=1):
         from tf_vtrace.keras import ImpalaLoss, keras, pack_targets
 
         batch_major = {k: tf.transpose(tf.constant(inputs[k]), [1, 0, 2] if
@@ -241,7 +249,9 @@ class _KerasStep:
         x = tf.zeros([y_pred.shape[0], 1])
         model = keras.Sequential([keras.Input((1,)), Predictions()])
         compile_args = {} if jit_compile is None else {"jit_compile": jit_compile}
-        model.compile(optimizer=keras.optimizers.SGD(0.0), loss=self.loss, **compile_args)
+        model.compile(optimizer=keras.optimizers.SGD(0.0), loss=self.loss,
+                      steps_per_execution=steps_per_execution, **compile_args)
+        self.steps_per_call = steps_per_execution
         model.make_train_function()
         dataset = tf.data.Dataset.from_tensors((x, y_true)).repeat()
         self.iterator = iter(dataset)
