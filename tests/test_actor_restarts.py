@@ -104,3 +104,28 @@ def test_a_killed_ray_actor_is_replaced():
         assert int(unroll["policy_version"]) == 2
     finally:
         actors.close()
+
+
+def test_a_worker_that_could_not_start_does_not_break_stopping_the_others(monkeypatch):
+    """If starting a worker process fails while `ProcessActors` starts them
+    (the OS refuses a process, a script without a main guard under the spawn
+    method), the constructor raises that error, and stopping the workers
+    already started (`close`, or the finalizer at exit) skips the slot
+    that has none instead of failing on it: the started worker still ends."""
+    config = Config(backend="process", num_actors=2, num_envs=2, unroll_length=3,
+                    total_env_steps=60)
+    start = backends.ProcessActors._start
+
+    def start_only_the_first(self, index, start_update):
+        if index == 1:
+            raise OSError("cannot start another process")
+        start(self, index, start_update)
+
+    monkeypatch.setattr(backends.ProcessActors, "_start", start_only_the_first)
+    with pytest.raises(OSError, match="cannot start another process") as raised:
+        backends.ProcessActors(config)
+    actors = next(entry.frame.f_locals["self"] for entry in raised.traceback
+                  if isinstance(entry.frame.f_locals.get("self"), backends.ProcessActors))
+    started = actors._processes[0]
+    actors.close()  # Raised AttributeError on the empty slot before.
+    assert not started.is_alive()

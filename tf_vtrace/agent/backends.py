@@ -588,6 +588,10 @@ def _process_worker(connection, config, seed_offset, start_update):
 
 
 def _stop_processes(connections, processes):
+    """Stops the workers; a slot whose worker never started (its start
+    raised in `ProcessActors.__init__`) holds None and is skipped."""
+    connections = [c for c in connections if c is not None]
+    processes = [p for p in processes if p is not None]
     for connection in connections:
         try:
             connection.send(None)
