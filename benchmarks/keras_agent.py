@@ -56,18 +56,29 @@ def report():
               f"{r['last_epoch_greedy_return']:.1f} | {r['best_epoch']} | "
               f"{r['env_steps']:,} | {r['wall_s']:.0f} | {r['env_steps_per_s']:,} "
               f"| {r['policy_lag']:.2f} | {r['load_before']} → {r['load_after']} |")
-    figure, axis = plt.subplots(figsize=(6, 3.5))
-    for r in runs:
-        steps = [s / 1000 for s in r["curve"]["env_steps"]]
-        line, = axis.plot(steps, r["curve"]["greedy_return"], marker=".",
-                          label=f"seed {r['seed']}: greedy")
-        axis.plot(steps, r["curve"]["episode_return"], alpha=0.5,
-                  linestyle="--", color=line.get_color(),
-                  label=f"seed {r['seed']}: training episodes")
-    axis.axhline(475, color="grey", linewidth=0.8)
-    axis.set(xlabel="env steps (thousands)", ylabel="return",
-             title="examples/keras_fit.py on CartPole-v1")
-    axis.legend(fontsize=7)
+    # One panel per curve, every seed thin and their median thick: with ten
+    # seeds a legend entry per line would cover the curves.
+    import numpy as np
+    figure, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True)
+    for axis, key, title in zip(
+            axes, ("greedy_return", "episode_return"),
+            ("greedy policy after each epoch (20 episodes)",
+             "training episodes of each epoch (mean)")):
+        for r in runs:
+            axis.plot([s / 1000 for s in r["curve"]["env_steps"]], r["curve"][key],
+                      color="tab:blue", alpha=0.3, linewidth=0.8)
+        steps = runs[0]["curve"]["env_steps"]
+        if all(r["curve"]["env_steps"] == steps for r in runs):
+            axis.plot([s / 1000 for s in steps],
+                      np.median([r["curve"][key] for r in runs], axis=0),
+                      color="black", linewidth=2, label=f"median of {len(runs)} seeds")
+            axis.legend(fontsize=8, loc="lower right")
+        axis.axhline(475, color="grey", linewidth=0.8)
+        axis.set(xlabel="env steps (thousands)", title=title)
+        axis.title.set_fontsize(9)
+    axes[0].set_ylabel("return")
+    figure.suptitle("examples/keras_fit.py on CartPole-v1, one thin line per seed",
+                    fontsize=10)
     figure.tight_layout()
     figure.savefig(ROOT / "docs" / "keras_agent.png", dpi=100)
 

@@ -1,20 +1,21 @@
 """An IMPALA agent for CartPole-v1 trained by `model.fit(loss=ImpalaLoss())`.
 
-An actor thread plays 32 CartPoles with the newest weights it was given and
+An actor thread plays 16 CartPoles with the newest weights it was given and
 puts each unroll of 20 steps, tagged with the version of those weights, in a
 bounded queue; `fit` reads the queue as a `tf.data.Dataset` and takes one
-Adam step per unroll on the V-trace loss. A callback hands the model's new
+RMSProp step per unroll on the V-trace loss. A callback hands the model's new
 weights to the actor after every batch, another evaluates the greedy policy
 (most likely action) after every epoch and keeps the best epoch's weights
 (`keras.callbacks.EarlyStopping` with `restore_best_weights`, which are
 evaluated again on 20 new episodes at the end), and `keras.callbacks.TensorBoard`
 writes the loss, the `impala_metrics` and the actor's statistics (episode
-return, policy lag, env steps). Hyperparameters are those the project's own
-pipeline (`tf_vtrace.agent.config.Config`) had before its asynchronous
-retuning: 500k env steps, lr 1e-3
-decayed linearly to 0, entropy 0.01, baseline 0.5, gradient norm clipped to
-0.5. Keras 3 (the actor is `tf_vtrace.agent.actor.LocalActor`, a Keras 3
-network). 3–6 minutes on two loaded CPU cores (docs/keras.md#measured);
+return, policy lag, env steps). Hyperparameters are the project's own
+pipeline's defaults (`tf_vtrace.agent.config.Config`, the optimizer from
+`tf_vtrace.agent.learner.make_optimizer`): 500k env steps, RMSProp as in the
+IMPALA paper at lr 8e-3 decayed linearly to 0, gradient norm clipped to 40,
+entropy 0.01, baseline 0.5. Keras 3 (the actor is
+`tf_vtrace.agent.actor.LocalActor`, a Keras 3 network). About 20 s on two
+quiet CPU cores (docs/keras.md#measured);
 `--smoke` runs 6 updates of it (what `make test` checks):
 
     python examples/keras_fit.py --seed 0 --logdir runs/keras_fit
@@ -34,6 +35,7 @@ import tensorflow as tf
 from tf_vtrace.agent import envs, networks
 from tf_vtrace.agent.actor import LocalActor
 from tf_vtrace.agent.config import Config
+from tf_vtrace.agent.learner import make_optimizer
 from tf_vtrace.keras import ImpalaLoss, impala_metrics
 from tf_vtrace.keras_training import ActorThread, SyncWeights, UnrollModel
 
@@ -42,15 +44,15 @@ from tf_vtrace.keras_training import ActorThread, SyncWeights, UnrollModel
 class Args:
     seed: int = 0
     total_env_steps: int = 500_000   # an upper bound: whole epochs only
-    num_envs: int = 32               # B
+    num_envs: int = 16               # B
     unroll_length: int = 20          # T
-    learning_rate: float = 1e-3      # decayed linearly to 0
+    learning_rate: float = 8e-3      # RMSProp's, decayed linearly to 0
     entropy_cost: float = 0.01
     baseline_cost: float = 0.5
-    max_grad_norm: float = 0.5
+    max_grad_norm: float = 40.
     queue_capacity: int = 1          # unrolls waiting for fit
     sync_every: int = 1              # batches between weight hand-overs
-    steps_per_epoch: int = 39        # updates per epoch (≈ 25k env steps)
+    steps_per_epoch: int = 78        # updates per epoch (≈ 25k env steps)
     eval_episodes: int = 20
     logdir: str = None               # TensorBoard logs (None: none written)
 
@@ -87,22 +89,20 @@ def build(args):
     keras.utils.set_random_seed(args.seed)
     # The actor: B envs stepped in sync, actions sampled from its network.
     config = Config(num_envs=args.num_envs, unroll_length=args.unroll_length,
-                    seed=args.seed)
+                    seed=args.seed, learning_rate=args.learning_rate,
+                    total_env_steps=num_updates(args) * args.num_envs * args.unroll_length)
     actor = LocalActor(config)
     observation_space, action_space = envs.env_spaces(config.env_id)
     network = networks.build_network(observation_space,
                                      envs.head_sizes(action_space))
     actor.set_weights(network.get_weights(), version=0)
 
-    # The learner: one Adam step per unroll, on the V-trace loss.
+    # The learner: one RMSProp step per unroll, on the V-trace loss.
     model = UnrollModel(network)  # [B, T + 1, 4] → [B, T + 1, A + 1]
     loss = ImpalaLoss(baseline_cost=args.baseline_cost,
                       entropy_cost=args.entropy_cost, reduction="mean")
     model.compile(
-        keras.optimizers.Adam(
-            keras.optimizers.schedules.PolynomialDecay(
-                args.learning_rate, num_updates(args), end_learning_rate=0.),
-            epsilon=1e-5, global_clipnorm=args.max_grad_norm),
+        make_optimizer(config, global_clipnorm=args.max_grad_norm),
         loss=loss,
         metrics=impala_metrics(loss, ["mean_rho", "rho_clipped_fraction",
                                       "entropy", "baseline_loss"]))
