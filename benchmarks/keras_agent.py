@@ -18,6 +18,8 @@ import os
 import pathlib
 import sys
 
+import numpy as np
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
@@ -58,7 +60,6 @@ def report():
               f"| {r['policy_lag']:.2f} | {r['load_before']} → {r['load_after']} |")
     # One panel per curve, every seed thin and their median thick: with ten
     # seeds a legend entry per line would cover the curves.
-    import numpy as np
     figure, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True)
     for axis, key, title in zip(
             axes, ("greedy_return", "episode_return"),
