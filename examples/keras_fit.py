@@ -88,6 +88,8 @@ def build(args):
     """The actor, its network and the model `fit` trains (compiled)."""
     keras.utils.set_random_seed(args.seed)
     # The actor: B envs stepped in sync, actions sampled from its network.
+    # The learner's optimizer reads the same Config: its step size decays
+    # to 0 over `config.num_updates`, the updates of the whole epochs run.
     config = Config(num_envs=args.num_envs, unroll_length=args.unroll_length,
                     seed=args.seed, learning_rate=args.learning_rate,
                     total_env_steps=num_updates(args) * args.num_envs * args.unroll_length)
