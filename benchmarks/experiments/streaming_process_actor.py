@@ -33,14 +33,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 def _actor_process(connection, credits):
     """Acts until told to stop; sends ("unroll", unroll, acting_s) each
-    time: `acting_s`, the seconds it took to set the weights and act."""
-    import tensorflow as tf
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    from tf_vtrace.agent import actor as actor_lib
+    time. The actor is the process backend's own (`_RemoteActor`: one
+    TensorFlow thread, `acting_s` the seconds to set the weights and act)."""
+    from tf_vtrace.agent import backends
     from tf_vtrace.agent.config import Config
-    actor = actor_lib.LocalActor(Config(env_id="CartPole-v1"))
-    latest = None
+    actor = backends._RemoteActor(Config(env_id="CartPole-v1"), seed_offset=0)
+    latest, held = None, None
 
     def handle(message):
         nonlocal credits, latest
@@ -56,13 +54,11 @@ def _actor_process(connection, credits):
         while connection.poll(0) or credits == 0 or latest is None:
             if not handle(connection.recv()):  # Blocks only without credits.
                 return
-        start = time.perf_counter()
         version, weights = latest
-        if actor.version != version:
-            actor.set_weights(weights, version)
-        unroll = actor.collect()
+        unroll, acting_s = actor.unroll(weights if version != held else None, version)
+        held = version
         credits -= 1
-        connection.send(("unroll", unroll, time.perf_counter() - start))
+        connection.send(("unroll", unroll, acting_s))
 
 
 def run(updates, credits, warm):
