@@ -5,6 +5,7 @@ still computes the right numbers (the fallback), but slower: this test is the
 loud signal to update `_tape.py`.
 """
 
+import pytest
 import tensorflow as tf
 
 from tf_vtrace import _tape
@@ -66,3 +67,18 @@ def test_flat_call_fallback_is_the_public_call(monkeypatch):
         out = _tape.call_concrete_unrecorded(concrete, [x])
     assert out[0].numpy().tolist() == [9.0]
     assert tape.gradient(out, x) is None
+
+
+@pytest.mark.parametrize("flat_calls", [True, False])
+def test_recorded_flat_call_keeps_the_gradient(monkeypatch, flat_calls):
+    """`call_concrete`, flat or (fallback) public, is recorded like the
+    public call: d(a·b)/da = b."""
+    monkeypatch.setattr(_tape, "FLAT_CALLS", flat_calls and _tape.FLAT_CALLS)
+    concrete = tf.function(lambda a, b: [a * b]).get_concrete_function(
+        tf.TensorSpec([None]), tf.TensorSpec([None]))
+    x, y = tf.constant([2.0, 3.0]), tf.constant([4.0, 5.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        out = _tape.call_concrete(concrete, [x, y])
+    assert out[0].numpy().tolist() == [8.0, 15.0]
+    assert tape.gradient(out, x).numpy().tolist() == [4.0, 5.0]

@@ -418,6 +418,40 @@ def test_gradients_flow_through_log_probs_only():
     assert grad is not None and np.abs(grad.numpy()).max() > 0.1
 
 
+@pytest.mark.parametrize("shape", [(5, 3, 4), (7, 2, 6)])
+def test_eager_log_prob_derivatives_are_one_hot_minus_softmax(shape):
+    """d log π(a) / d logits = one_hot(a) − softmax(logits), both ways.
+
+    The eager call runs the cached concrete function of its exact shapes
+    flat; the tapes must still record it. Two shapes in one process: each
+    gets its own function, not the other's."""
+    T, B, A = shape
+    rng = np.random.default_rng(23)
+    logits = tf.constant(rng.normal(size=shape))
+    actions = rng.integers(0, A, size=(T, B))
+    weights = rng.normal(size=(T, B))
+    tangent = rng.normal(size=shape)
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        log_probs = tf_vtrace.log_probs_from_logits_and_actions(logits, actions)
+        weighted = tf.reduce_sum(log_probs * weights)
+    gradient = tape.gradient(weighted, logits).numpy()
+    with tf.autodiff.ForwardAccumulator(logits, tf.constant(tangent)) as acc:
+        forward = acc.jvp(tf_vtrace.log_probs_from_logits_and_actions(
+            logits, actions)).numpy()
+    x = logits.numpy()
+    softmax = np.exp(x - x.max(-1, keepdims=True))
+    softmax /= softmax.sum(-1, keepdims=True)
+    one_hot = np.eye(A)[actions]
+    np.testing.assert_allclose(log_probs, categorical_log_probs(x, actions),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gradient, weights[..., None] * (one_hot - softmax),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        forward, np.sum((one_hot - softmax) * tangent, -1), rtol=1e-12,
+        atol=1e-12)
+
+
 def test_reference_api_calls_run_unchanged():
     """Positional and keyword calls written for the reference API still work."""
     batch = make_logits_batch(seed=19)

@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - only on a TensorFlow that moved it
     PAUSES = False
 
 __all__ = ["PAUSES", "FLAT_CALLS", "may_record", "call_unrecorded",
-           "call_concrete_unrecorded", "in_xla_context"]
+           "call_concrete", "call_concrete_unrecorded", "in_xla_context"]
 
 
 def may_record():
@@ -68,6 +68,20 @@ def _takes_flat_inputs():
 
 
 FLAT_CALLS = PAUSES and _takes_flat_inputs()
+
+
+def call_concrete(concrete, tensors):
+    """`concrete(*tensors)`, recorded by the tapes as the public call is, for
+    eager calls whose flat tensor inputs (a list, dtypes exact) are known to
+    match.
+
+    PRIVATE TF API: `ConcreteFunction._call_flat`, as in
+    `call_concrete_unrecorded`; it is also where the public call records the
+    function for its gradient. Without it, the public call.
+    """
+    if not FLAT_CALLS:
+        return concrete(*tensors)
+    return concrete._call_flat(tensors, concrete.captured_inputs)  # PRIVATE TF API
 
 
 def call_concrete_unrecorded(concrete, tensors):
