@@ -243,3 +243,20 @@ def test_compiled_functions_trace_each_known_shape():
     assert exact_log_prob.experimental_get_tracing_count() == log_prob_traces + 3
     assert _fused._compiled_loss_sums(
         _sum_body, None, static, False, False).experimental_get_tracing_count() == 1
+
+
+def test_eager_calls_of_two_shapes_match_the_traced_call():
+    """Eagerly the compiled loss is called flat through a concrete function
+    per structure and shapes; each of two shapes, called in turn, gets its
+    own, and matches the same loss traced in a `tf.function`."""
+    full = make_inputs(seed=5)
+    short = {k: tf.nest.map_structure(lambda t: t[:5] if t.shape.rank >= 2
+                                      else t, v) for k, v in full.items()}
+
+    @tf.function(autograph=False)
+    def traced(inputs):
+        return loss_and_gradients(inputs, kl_cost=0.1, entropy_cost=0.01)
+
+    for inputs in (full, short, full):
+        assert_same(loss_and_gradients(inputs, kl_cost=0.1, entropy_cost=0.01),
+                    traced(inputs))
