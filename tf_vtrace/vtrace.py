@@ -566,26 +566,15 @@ _CATEGORICAL_LOG_PROB = {
     for exact in (True, False)}
 
 
-# Eager calls: the exact trace's concrete function per (shapes, dtypes),
-# called flat (`_tape.call_concrete`): `tf.function`'s argument matching cost
-# about 0.1 ms of each of `from_logits`' two log-prob calls.
-_CATEGORICAL_LOG_PROB_CONCRETE = {}
-
-
 def _categorical_log_prob(logits, actions):
     """`_categorical_log_prob_body` as one XLA call, traced per exact shape
-    where the shapes are fully known."""
+    where the shapes are fully known; eagerly, called flat."""
     if not tf.executing_eagerly():
         return _CATEGORICAL_LOG_PROB[_tensors.shapes_known([logits, actions])](
             logits, actions)
-    signature = (tuple(logits.shape), logits.dtype, tuple(actions.shape),
-                 actions.dtype)
-    concrete = _CATEGORICAL_LOG_PROB_CONCRETE.get(signature)
-    if concrete is None:
-        concrete = _CATEGORICAL_LOG_PROB[True].get_concrete_function(
-            logits, actions)
-        _CATEGORICAL_LOG_PROB_CONCRETE[signature] = concrete
-    return _tape.call_concrete(concrete, [logits, actions])
+    flat = [logits, actions]
+    return _tape.call_concrete(_tensors.concrete_function(
+        _CATEGORICAL_LOG_PROB[True], flat, flat), flat)
 
 
 _ACTIONS_IN_RANGE = ("`actions` must be in [0, P), P the number of logits (the "
