@@ -6,6 +6,8 @@ V-trace modules, so ported code only changes its import. The IMPALA loss
 module (`tf_vtrace.export`) are built on it.
 """
 
+# First: TensorFlow's start-up log lines held to TF_CPP_MIN_LOG_LEVEL.
+from tf_vtrace._startup_log import tensorflow as _tensorflow  # noqa: F401
 from tf_vtrace.export import VTraceModule, export_policy
 from tf_vtrace.impala import VTraceTargets, impala_loss, vtrace_targets
 from tf_vtrace.keras import (

@@ -15,17 +15,16 @@ summary are written), 2 a bad config or run directory, 128 + the signal's
 number after Ctrl-C (130) or SIGTERM (143). `evaluate` loads
 the SavedModel and prints the mean return (greedy, and sampled with
 ``--sampled``), plus a JSON line, for each policy directory it is given
-(several in one process: TensorFlow starts once).
+(several in one process: TensorFlow starts once). `TF_CPP_MIN_LOG_LEVEL`
+defaults to 2 here, TensorFlow's start-up lines included
+(`tf_vtrace._startup_log`).
 """
 
 import argparse
 import dataclasses
 import json
-import os
 import signal
 import sys
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def _config_flags(parser, defaults):
