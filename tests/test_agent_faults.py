@@ -251,6 +251,26 @@ def test_a_run_written_before_a_field_existed_is_the_same_run(tmp_path):
                                     str(tmp_path / "config.json"))
 
 
+def test_a_run_directory_that_cannot_be_written_is_named(tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("mine")
+    for out, reason in [(a_file, "File exists"), (a_file / "run", "Not a directory")]:
+        for restart in (False, True):
+            with pytest.raises(train_lib.RunDirectoryError,
+                               match=rf"{out}: cannot write a run there \({reason}"):
+                train_lib.train(RESUMABLE, str(out), progress=False, restart=restart)
+    assert a_file.read_text() == "mine"
+
+
+@pytest.mark.parametrize("episodes", [0, -2, 2.0, True, None])
+def test_evaluate_refuses_a_bad_episode_count_before_loading(tmp_path, episodes):
+    # The policy path does not exist: the count is checked first.
+    with pytest.raises(ValueError, match=r"`episodes` must be an integer >= 1"):
+        evaluate_lib.evaluate(str(tmp_path / "nothing"), episodes=episodes)
+    with pytest.raises(ValueError, match=r"`episodes` must be an integer >= 1"):
+        evaluate_lib.play_episodes(None, "CartPole-v1", episodes)
+
+
 def test_evaluate_names_a_missing_or_broken_policy(tmp_path):
     with pytest.raises(evaluate_lib.PolicyError,
                        match=rf"{tmp_path}/nothing: no such policy directory"):
@@ -271,4 +291,11 @@ def test_cli_evaluate_on_a_missing_policy_is_one_clear_line(tmp_path):
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 2, result.stderr
     assert f"error: {missing}: no such policy directory" in result.stderr
+    assert "Traceback" not in result.stderr
+    result = subprocess.run(
+        [sys.executable, "-m", "tf_vtrace.agent", "evaluate", str(missing),
+         "--episodes", "0"],
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
+    assert result.returncode == 2, result.stderr
+    assert "argument --episodes: must be an integer >= 1, got '0'" in result.stderr
     assert "Traceback" not in result.stderr

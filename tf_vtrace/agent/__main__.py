@@ -60,6 +60,17 @@ def _config_flags(parser, defaults):
             parser.add_argument(flag, type=type(default), default=default)
 
 
+def _at_least_one(text):
+    """argparse type: an integer >= 1 (a bad one is a usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
 def _parser():
     from tf_vtrace.agent.config import Config
     from tf_vtrace.agent.presets import PRESETS
@@ -86,7 +97,7 @@ def _parser():
         "policies", nargs="+", metavar="POLICY",
         help="exported policy directories (several: one after the other, "
              "in one process)")
-    eval_parser.add_argument("--episodes", type=int, default=20)
+    eval_parser.add_argument("--episodes", type=_at_least_one, default=20)
     eval_parser.add_argument("--sampled", action="store_true",
                              help="sample actions instead of the greedy ones")
     eval_parser.add_argument("--seed", type=int, default=10_000)

@@ -30,7 +30,7 @@ OUTPUTS = ("config.json", "episodes.csv", "summary.json",
 
 class RunDirectoryError(RuntimeError):
     """The run directory cannot be resumed (another config, no usable
-    checkpoint, outputs without a config)."""
+    checkpoint, outputs without a config) or written."""
 
 
 def prepare(config, out_dir, restart):
@@ -42,8 +42,9 @@ def prepare(config, out_dir, restart):
       restart: Remove the outputs of a run there first (nothing else).
 
     Raises:
-      RunDirectoryError: A run with another config is there, or outputs
-        without a ``config.json``.
+      RunDirectoryError: A run with another config is there, outputs
+        without a ``config.json``, or the directory cannot be made or
+        written.
     """
     config_path = os.path.join(out_dir, "config.json")
     if restart:
@@ -55,8 +56,13 @@ def prepare(config, out_dir, restart):
         raise RunDirectoryError(
             f"{out_dir} holds outputs of a run but no config.json; pass "
             f"--restart (restart=True) to start a new run there.")
-    os.makedirs(out_dir, exist_ok=True)
-    _write_atomically(config_path, json.dumps(config.to_dict(), indent=2))
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        _write_atomically(config_path, json.dumps(config.to_dict(), indent=2))
+    except OSError as error:  # A file there, no permission, a read-only disk.
+        raise RunDirectoryError(
+            f"{out_dir}: cannot write a run there ({error.strerror or error}: "
+            f"{error.filename or out_dir}).") from error
     return False
 
 

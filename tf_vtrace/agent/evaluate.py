@@ -14,6 +14,7 @@ training return lags behind the greedy policy and swings with it.
 """
 
 import json
+import numbers
 import os
 import shutil
 import time
@@ -58,6 +59,13 @@ def _load_policy(policy_path):
     return policy, metadata
 
 
+def check_episodes(episodes):
+    """Raises ValueError unless `episodes` is an integer >= 1."""
+    if (isinstance(episodes, bool) or not isinstance(episodes, numbers.Integral)
+            or episodes < 1):
+        raise ValueError(f"`episodes` must be an integer >= 1, got {episodes!r}.")
+
+
 def evaluate(policy_path, episodes=20, greedy=True, seed=10_000, env_id=None):
     """Returns the returns of `episodes` episodes of the saved policy.
 
@@ -73,7 +81,9 @@ def evaluate(policy_path, episodes=20, greedy=True, seed=10_000, env_id=None):
 
     Raises:
       PolicyError: `policy_path` is missing or not a readable policy.
+      ValueError: `episodes` is not an integer >= 1.
     """
+    check_episodes(episodes)  # Before the policy loads (seconds).
     policy, metadata = _load_policy(policy_path)
     tf.random.set_seed(seed)  # The sampled actions of `greedy=False`.
     return play_episodes(policy, env_id or metadata["env_id"], episodes,
@@ -98,7 +108,11 @@ def play_episodes(policy, env_id, episodes, greedy=True, seed=10_000,
 
     Returns:
       A float64 numpy array of `episodes` returns.
+
+    Raises:
+      ValueError: `episodes` is not an integer >= 1.
     """
+    check_episodes(episodes)
     vector_env, observations = envs_lib.make_vector_env(
         env_id, episodes, seed, max_episode_steps)
     action_key = "greedy_action" if greedy else "sampled_action"
