@@ -110,3 +110,84 @@ def test_signatures_leave_time_batch_and_actions_unknown():
 def test_bad_options_are_rejected():
     with pytest.raises(ValueError, match="`reduction` must be one of"):
         VTraceModule(reduction="total")
+
+
+# --- export_policy: bad models and arguments are named -------------------------
+
+
+def _functional(value_output, extra_outputs=()):
+    import keras
+    x = keras.Input((4,))
+    logits = keras.layers.Dense(3)(x)
+    value = keras.layers.Dense(1)(x)
+    outputs = {"value [N]": [logits, keras.layers.Reshape(())(value)],
+               "value [N, 1]": [logits, value],
+               "logits alone": logits}[value_output]
+    return keras.Model(x, outputs)
+
+
+def _subclassed():
+    import keras
+
+    class Policy(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.logits, self.value = keras.layers.Dense(3), keras.layers.Dense(1)
+
+        def call(self, observations):
+            return self.logits(observations), tf.squeeze(self.value(observations), -1)
+
+    model = Policy()
+    model(np.zeros([1, 4], np.float32))  # Built, but still no symbolic outputs.
+    return model
+
+
+@pytest.mark.parametrize("make_model, error, match", [
+    (lambda: None, TypeError, r"`model` must be a Keras model with known inputs.*NoneType"),
+    (_subclassed, TypeError, r"got Policy, which has none: .*keras.Model\(x, model\(x\)\)"),
+    (lambda: _functional("logits alone"), ValueError,
+     r"must output \[logits \[N, Σ A_h\], value \[N\]\]; .*\[\(None, 3\)\]"),
+    (lambda: _functional("value [N, 1]"), ValueError,
+     r"\[\(None, 3\), \(None, 1\)\] \(a value of shape \[N, 1\] needs "
+     r"keras.layers.Reshape"),
+])
+def test_export_policy_names_a_model_of_another_layout(tmp_path, make_model, error,
+                                                       match):
+    from tf_vtrace.export import export_policy
+    with pytest.raises(error, match=match):
+        export_policy(make_model(), tmp_path / "policy")
+    assert not (tmp_path / "policy").exists()
+
+
+@pytest.mark.parametrize("head_sizes", [(3, 0), (4, -1), (2,), (1.5, 1.5), ("3",)])
+def test_export_policy_refuses_head_sizes_that_are_not_the_logits(tmp_path, head_sizes):
+    from tf_vtrace.export import export_policy
+    with pytest.raises(ValueError, match=r"`head_sizes` .* must be integers >= 1 "
+                                         r"that sum to the model's 3 logits"):
+        export_policy(_functional("value [N]"), tmp_path / "policy", head_sizes)
+
+
+def test_export_policy_names_metadata_that_json_cannot_hold(tmp_path):
+    from tf_vtrace.export import export_policy
+    with pytest.raises(TypeError, match=r"`metadata` must be JSON-serializable: .*ndarray"):
+        export_policy(_functional("value [N]"), tmp_path / "policy",
+                      metadata={"returns": np.zeros(2)})
+
+
+def test_a_wrapped_subclassed_model_exports_with_numpy_head_sizes(tmp_path):
+    import keras
+
+    from tf_vtrace.export import export_policy
+    x = keras.Input((4,))
+    model = keras.Model(x, _subclassed()(x))
+    policy = tf.saved_model.load(export_policy(model, tmp_path / "policy",
+                                               np.array([1, 2])))
+    out = policy.act(np.ones([5, 4], np.float32))
+    assert out["value"].shape == [5] and out["greedy_action"].shape == [5, 2]
+    assert policy.head_sizes.numpy().tolist() == [1, 2]
+    expected_logits, expected_value = model(np.ones([5, 4], np.float32))
+    # A Dense layer over 4 inputs of 1: 4 weights (|w| < 1, Glorot) and a
+    # zero bias summed, so the rounding is relative to 4, not to the result.
+    for key, expected in (("logits", expected_logits), ("value", expected_value)):
+        np.testing.assert_allclose(out[key], expected, rtol=0,
+                                   atol=4 * rtol_for(np.float32, 5))

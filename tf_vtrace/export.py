@@ -19,6 +19,7 @@ observations to logits, value, the greedy and a sampled action per head.
 """
 
 import json
+import operator
 
 import tensorflow as tf
 
@@ -214,15 +215,49 @@ def policy_module(model, head_sizes=None, metadata=None):
       ``metadata`` and, for a recurrent model, ``core_state_shape``.
 
     Raises:
-      ValueError: `head_sizes` do not sum to the model's logits.
+      TypeError: `model` is not a Keras model with known inputs and
+        outputs, or `metadata` is not JSON-serializable.
+      ValueError: The model's outputs are not (logits, value[, core_state]),
+        or `head_sizes` are not positive or do not sum to its logits.
     """
-    num_logits = int(model.outputs[0].shape[-1])
-    head_sizes = (num_logits,) if head_sizes is None else tuple(
-        int(h) for h in head_sizes)
-    if sum(head_sizes) != num_logits:
-        raise ValueError(f"`head_sizes` {head_sizes} must sum to the model's "
-                         f"{num_logits} logits.")
-    return _PolicyModule(model, head_sizes, metadata or {})
+    num_logits = _check_policy_model(model)
+    head_sizes = (num_logits,) if head_sizes is None else tuple(head_sizes)
+    try:
+        sizes = tuple(operator.index(size) for size in head_sizes)
+    except TypeError:
+        sizes = ()
+    if len(sizes) != len(head_sizes) or min(sizes, default=0) < 1 or sum(
+            sizes) != num_logits:
+        raise ValueError(f"`head_sizes` {head_sizes} must be integers >= 1 "
+                         f"that sum to the model's {num_logits} logits.")
+    metadata = {} if metadata is None else metadata
+    try:
+        json.dumps(metadata)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"`metadata` must be JSON-serializable: {error}.") from None
+    return _PolicyModule(model, sizes, metadata)
+
+
+def _check_policy_model(model):
+    """The model's number of logits, after checking its outputs' layout."""
+    outputs, inputs = getattr(model, "outputs", None), getattr(model, "inputs", None)
+    if not outputs or not inputs:
+        raise TypeError(
+            "`model` must be a Keras model with known inputs and outputs (a "
+            "functional or Sequential model, built from `keras.Input`); got "
+            f"{type(model).__name__}, which has none: a subclassed model can be "
+            "wrapped as keras.Model(x, model(x)) with x = keras.Input(shape).")
+    recurrent = len(inputs) == 2
+    expected = 3 if recurrent else 2
+    shapes = [tuple(output.shape) for output in outputs]
+    if (len(outputs) != expected or len(shapes[0]) != 2 or shapes[0][-1] is None
+            or len(shapes[1]) != 1):
+        layout = ("[logits [N, Σ A_h], value [N], core_state]" if recurrent
+                  else "[logits [N, Σ A_h], value [N]]")
+        raise ValueError(
+            f"`model` must output {layout}; its outputs have shapes {shapes} "
+            "(a value of shape [N, 1] needs keras.layers.Reshape(()) at the end).")
+    return int(shapes[0][-1])
 
 
 def export_policy(model, path, head_sizes=None, metadata=None):
