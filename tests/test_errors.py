@@ -1,4 +1,6 @@
 """Bad input raises an error that names the argument and what was expected."""
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -236,3 +238,39 @@ def test_tensor_alpha_asserted_when_validating():
 def test_alpha_must_be_a_scalar():
     with pytest.raises(ValueError, match="`alpha_` must be a scalar"):
         tf_vtrace.from_importance_weights(**inputs(), alpha_=tf.ones([4, 3]))
+
+
+# --- The Keras face: bad settings are named when the loss is made -----------------
+
+
+BAD_ACTION_SIZES = [[0], [-1, 5], [2.5], [4.7], 4, [], "4"]
+
+
+@pytest.mark.parametrize("action_sizes", BAD_ACTION_SIZES)
+def test_impala_loss_refuses_bad_action_sizes_when_made(action_sizes):
+    with pytest.raises(ValueError, match=r"`action_sizes` must be a non-empty list "
+                                         r"of integers >= 1"):
+        tf_vtrace.ImpalaLoss(action_sizes=action_sizes)
+
+
+@pytest.mark.parametrize("action_sizes", BAD_ACTION_SIZES)
+def test_unpacking_refuses_bad_action_sizes(action_sizes):
+    y_pred, y_true = tf.zeros([2, 4, 5]), tf.zeros([2, 3, 10])
+    with pytest.raises(ValueError, match=r"`action_sizes` must be"):
+        tf_vtrace.unpack_predictions(y_pred, action_sizes)
+    with pytest.raises(ValueError, match=r"`action_sizes` must be"):
+        tf_vtrace.unpack_targets(y_true, action_sizes)
+
+
+def test_numpy_action_sizes_are_taken_as_ints():
+    loss = tf_vtrace.ImpalaLoss(action_sizes=np.array([2, 2]))
+    assert loss.action_sizes == [2, 2]
+    assert all(type(size) is int for size in loss.get_config()["action_sizes"])
+
+
+@pytest.mark.parametrize("name", ["baseline_cost", "entropy_cost", "kl_cost"])
+@pytest.mark.parametrize("value", ["x", None, [0.5]])
+def test_impala_loss_refuses_a_cost_that_is_not_a_number_when_made(name, value):
+    with pytest.raises(TypeError, match=rf"`{name}` must be a number, got "
+                                        rf"{re.escape(repr(value))}"):
+        tf_vtrace.ImpalaLoss(**{name: value})

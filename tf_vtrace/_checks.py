@@ -15,6 +15,7 @@ input of the wrong rank is reported as such (their tests match the phrase
 import collections
 import contextlib
 import numbers
+import operator
 import threading
 
 import tensorflow as tf
@@ -65,6 +66,29 @@ def check_choice(value, name, choices):
     """Raises unless `value` is one of `choices`, naming the argument `name`."""
     if value not in choices:
         raise ValueError(f"`{name}` must be one of {choices}, got {value!r}.")
+
+
+def check_loss_costs(costs, reductions):
+    """Raises unless the `_options.LossCosts` record holds a reduction among
+    `reductions` and numbers (or tensors) as its weights."""
+    check_choice(costs.reduction, "reduction", reductions)
+    for cost_name in ("baseline_cost", "entropy_cost", "kl_cost"):
+        cost = getattr(costs, cost_name)
+        if not isinstance(cost, numbers.Real) and not tf.is_tensor(cost):
+            raise TypeError(f"`{cost_name}` must be a number, got {cost!r}.")
+
+
+def check_action_sizes(action_sizes):
+    """`action_sizes` as a list of Python ints; raises unless it is a
+    non-empty sequence of integers >= 1 (the logits of each action head)."""
+    try:
+        sizes = [operator.index(size) for size in action_sizes]
+    except TypeError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise ValueError("`action_sizes` must be a non-empty list of integers "
+                         f">= 1 (the logits of each head), got {action_sizes!r}.")
+    return sizes
 
 
 # Computed in float32 and returned in the input dtype: the recursion

@@ -698,18 +698,10 @@ def impala_loss(behaviour_policy_logits,
     return _reduced_loss(inputs, options, costs, name, with_diagnostics)
 
 
-def _check_costs(costs):
-    _checks.check_choice(costs.reduction, "reduction", REDUCTIONS)
-    for cost_name in ("baseline_cost", "entropy_cost", "kl_cost"):
-        cost = getattr(costs, cost_name)
-        if not isinstance(cost, (int, float)) and not tf.is_tensor(cost):
-            raise TypeError(f"`{cost_name}` must be a number, got {cost!r}.")
-
-
 def _reduced_loss(inputs, options, costs, name, with_diagnostics):
     """`impala_loss` from its records; `with_diagnostics=False` returns an
     empty dict and spares the compiled call their work."""
-    _check_costs(costs)
+    _checks.check_loss_costs(costs, REDUCTIONS)
     with tf.name_scope(name or "impala_loss"):
         inputs = _checked_inputs(inputs, options)
         sums = _fused.fused_loss_sums(_loss_sums, inputs, options, costs,

@@ -149,6 +149,7 @@ def unpack_targets(y_true, action_sizes):
       A dict with `TARGET_COLUMNS`' [B, T] tensors, ``actions`` and
       ``behaviour_policy_logits`` (lists with one tensor per head).
     """
+    action_sizes = _checks.check_action_sizes(action_sizes)
     _check_target_width(y_true, action_sizes)
     num_heads = len(action_sizes)
     parts = {name: y_true[..., i] for i, name in enumerate(TARGET_COLUMNS)}
@@ -171,7 +172,8 @@ def _prediction_sizes(y_pred, action_sizes):
             "model's logits for T + 1 observations, then the value, e.g. "
             "keras.layers.Concatenate()([logits, value]); got shape "
             f"{y_pred.shape}.")
-    sizes = list(action_sizes or [y_pred.shape[-1] - 1])
+    sizes = (_checks.check_action_sizes(action_sizes) if action_sizes is not None
+             else [y_pred.shape[-1] - 1])
     if sum(sizes) + 1 != y_pred.shape[-1]:
         raise ValueError(
             f"`y_pred` has {y_pred.shape[-1]} channels but action_sizes {sizes} "
@@ -428,8 +430,9 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
         self.entropy_cost = entropy_cost
         self.kl_cost = kl_cost
         self.impala_reduction = reduction
-        self.action_sizes = None if action_sizes is None else [
-            int(s) for s in action_sizes]
+        self.action_sizes = (None if action_sizes is None
+                             else _checks.check_action_sizes(action_sizes))
+        _checks.check_loss_costs(self._costs(cross_replica=True), impala.REDUCTIONS)
 
     @property
     def dist_class(self):
