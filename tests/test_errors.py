@@ -274,3 +274,11 @@ def test_impala_loss_refuses_a_cost_that_is_not_a_number_when_made(name, value):
     with pytest.raises(TypeError, match=rf"`{name}` must be a number, got "
                                         rf"{re.escape(repr(value))}"):
         tf_vtrace.ImpalaLoss(**{name: value})
+
+
+def test_impala_metrics_refuses_one_name_as_a_string():
+    with pytest.raises(TypeError, match=r"`diagnostics` must be a list of names, got "
+                                        r"the string 'mean_rho': pass \['mean_rho'\]"):
+        tf_vtrace.impala_metrics(tf_vtrace.ImpalaLoss(), "mean_rho")
+    assert [m.name for m in tf_vtrace.impala_metrics(tf_vtrace.ImpalaLoss(), ["mean_rho"])
+            ] == ["mean_rho"]

@@ -569,6 +569,9 @@ def impala_metrics(loss, diagnostics=impala.DIAGNOSTICS):
     Returns:
       A list of metrics.
     """
+    if isinstance(diagnostics, str):  # Iterated, it would give its letters.
+        raise TypeError(f"`diagnostics` must be a list of names, got the string "
+                        f"{diagnostics!r}: pass [{diagnostics!r}].")
     return [ImpalaMetric(d, loss) for d in diagnostics]
 
 
