@@ -232,6 +232,13 @@ def test_bad_arguments_are_refused(cartpole):
         agent.train(windows(replay_buffer, length=1))
     with pytest.raises(ValueError, match="reduction"):
         make_agent(env, reduction="avg")
+    # The V-trace hyperparameters and the costs, when the agent is made.
+    with pytest.raises(ValueError, match="`clip_rho_threshold` must be a positive"):
+        make_agent(env, clip_rho_threshold=0.)
+    with pytest.raises(ValueError, match=r"`lambda_` must be in \[0, 1\]"):
+        make_agent(env, lambda_=1.5)
+    with pytest.raises(TypeError, match="`entropy_cost` must be a number, got 'x'"):
+        make_agent(env, entropy_cost="x")
     from tf_agents.specs import tensor_spec
     with pytest.raises(ValueError, match="minimum 0"):
         ImpalaAgent(env.time_step_spec(),

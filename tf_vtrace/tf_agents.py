@@ -429,7 +429,6 @@ class ImpalaAgent(tf_agent.TFAgent):
         _require_legacy_keras()
         tf.Module.__init__(self, name=name)
         _check_action_spec(action_spec)
-        _checks.check_choice(reduction, "reduction", impala.REDUCTIONS)
         _checks.check_choice(pg_target, "pg_target", impala.PG_TARGETS)
         if gradient_clipping is not None and not gradient_clipping > 0:
             raise ValueError("`gradient_clipping` must be a positive global "
@@ -450,6 +449,9 @@ class ImpalaAgent(tf_agent.TFAgent):
         self._costs = _options.LossCosts(
             baseline_cost=baseline_cost, entropy_cost=entropy_cost,
             kl_cost=kl_cost, reduction=reduction)
+        # Checked here, not at the first `train` (after collecting data).
+        _checks.check_hyperparameters(self._vtrace_options)
+        _checks.check_loss_costs(self._costs, impala.REDUCTIONS)
 
         collect_policy = ImpalaPolicy(
             time_step_spec, action_spec, actor_network,
