@@ -1,5 +1,6 @@
 """The IMPALA agent (tf_vtrace.agent): config errors, the unroll contract,
 truncation on a real CartPole-v1 time limit, the policy lag, the export."""
+import json
 import os
 import subprocess
 import sys
@@ -377,3 +378,18 @@ def test_actor_numpy_and_tensorflow_inference_act_alike():
     assert_close_to_rounding(unrolls["auto"]["behaviour_logits"],
                              unrolls["tensorflow"]["behaviour_logits"],
                              np.float32, 4 + 64 + 64)
+
+
+def test_summary_is_strict_json_with_null_before_the_first_episode(tmp_path):
+    # 4 steps per env: a CartPole episode lasts at least 8 (the pole starts
+    # within ±0.05 rad, falls past 0.21 rad), so none has finished.
+    config = Config(backend="local", num_envs=2, unroll_length=4, total_env_steps=8,
+                    jit_compile=False)
+    summary = train_lib.train(config, str(tmp_path), progress=False)
+
+    def refuse(constant):
+        raise ValueError(f"summary.json holds {constant}, which JSON does not have")
+
+    written = json.loads((tmp_path / "summary.json").read_text(), parse_constant=refuse)
+    assert written["mean_return_last_100"] is None and written["env_steps"] == 8
+    assert written == summary

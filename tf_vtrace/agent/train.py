@@ -19,7 +19,8 @@ learns (`tf_vtrace.agent.backends`). It writes into `out_dir`:
   policy of the best greedy evaluation (`tf_vtrace.agent.evaluate.
   TrainingEvaluation`; the chief only in a multi-worker run);
 * ``summary.json``: env steps, updates, wall and process CPU seconds, the
-  final mean return, whether the run was interrupted (``stop_signal``) or
+  final mean return (null before the first finished episode: the file is
+  strict JSON, with null for any value that is not finite), whether the run was interrupted (``stop_signal``) or
   stopped by an error (``error``), the updates skipped because they were
   non-finite (``skipped_updates``); the actor backend and
   its number of actors, the unrolls each actor gave, the measured policy lag
@@ -490,11 +491,24 @@ def _write_summary(config, out_dir, worker_index, clock_start, loop_stats):
         "backend": config.backend, "num_actors": config.num_actors,
         **loop_stats,
     }
+    summary = _finite_or_none(summary)
     path = os.path.join(out_dir, "summary.json")
     with open(path + ".tmp", "w") as handle:
-        json.dump(summary, handle, indent=2)
+        json.dump(summary, handle, indent=2, allow_nan=False)
     os.replace(path + ".tmp", path)
     return summary
+
+
+def _finite_or_none(value):
+    """`value` with every NaN or ±inf float (at any depth) as None: JSON has
+    no NaN, and strict readers (jq, JavaScript) refuse Python's ``NaN``."""
+    if isinstance(value, dict):
+        return {key: _finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_none(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def train(config, out_dir, progress=True, restart=False):
