@@ -20,15 +20,15 @@ learns (`tf_vtrace.agent.backends`). It writes into `out_dir`:
   TrainingEvaluation`; the chief only in a multi-worker run);
 * ``summary.json``: env steps, updates, wall and process CPU seconds, the
   final mean return (null before the first finished episode: the file is
-  strict JSON, with null for any value that is not finite), whether the run was interrupted (``stop_signal``) or
-  stopped by an error (``error``), the updates skipped because they were
-  non-finite (``skipped_updates``); the actor backend and
-  its number of actors, the unrolls each actor gave, the measured policy lag
-  (learner version − the unroll's policy version: mean, max and a count per
-  value), the loop's env steps/s and learner steps/s after the first
-  update (which also compiles the learner step and waits for the actors to
-  start), the fractions of that time the learner waited for unrolls and the
-  actors for the learner (`_Idle`), the unrolls dropped at a stop
+  strict JSON, with null for any value that is not finite), whether the run
+  was interrupted (``stop_signal``) or stopped by an error (``error``), the
+  updates skipped because they were non-finite (``skipped_updates``); the
+  actor backend and its number of actors, the unrolls each actor gave, the
+  measured policy lag (learner version − the unroll's policy version: mean,
+  max and a count per value), the loop's env steps/s and learner steps/s after
+  the first update (which also compiles the learner step and waits for the
+  actors to start), the fractions of that time the learner waited for unrolls
+  and the actors for the learner (`_Idle`), the unrolls dropped at a stop
   (``discarded_unrolls``), and with ``config.eval_every`` the last and best
   greedy evaluation (``eval_greedy_last``, ``eval_greedy_best``,
   ``eval_best_env_steps``, ``evaluations``, ``eval_s``).
