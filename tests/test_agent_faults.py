@@ -251,6 +251,23 @@ def test_a_run_written_before_a_field_existed_is_the_same_run(tmp_path):
                                     str(tmp_path / "config.json"))
 
 
+@pytest.mark.parametrize("text, reason", [
+    ("{not json", r"Expecting property name"), ("[1, 2]", r"a JSON list, not an object"),
+    (b"\xff\xfe", r"codec can't decode")])
+def test_an_unreadable_config_json_is_named_and_restart_replaces_it(tmp_path, text,
+                                                                    reason):
+    path = tmp_path / "config.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(train_lib.RunDirectoryError,
+                       match=rf"{path} is not a readable run config \(.*{reason}.*\); "
+                             r"pass --restart"):
+        train_lib.train(RESUMABLE, str(tmp_path), progress=False)
+    summary = train_lib.train(RESUMABLE.replace(total_env_steps=32), str(tmp_path),
+                              progress=False, restart=True)
+    assert summary["env_steps"] == 32
+    assert json.loads(path.read_text())["total_env_steps"] == 32
+
+
 def test_a_run_directory_that_cannot_be_written_is_named(tmp_path):
     a_file = tmp_path / "a_file"
     a_file.write_text("mine")

@@ -15,7 +15,8 @@ the variable's default, 2, before TensorFlow reads it. And it acts only
 while TensorFlow is first imported: stderr (file descriptor 2) then goes
 through a pipe, and a thread passes on every line but the ones below the
 level. Anything else written meanwhile (Python warnings, a traceback)
-passes unchanged, as it is written.
+passes unchanged, as it is written (a crash inside the import itself can
+lose the lines not yet passed on when the process dies).
 """
 
 import contextlib
@@ -79,11 +80,11 @@ def filtered_stderr(level):
         yield
         return
     try:
-        read_fd, write_fd = os.pipe()
         saved_fd = os.dup(2)
-    except OSError:  # No stderr to filter (closed, or out of descriptors).
+    except OSError:  # No stderr to filter (closed).
         yield
         return
+    read_fd, write_fd = os.pipe()
     thread = threading.Thread(target=_forward, args=(read_fd, saved_fd, level),
                               name="tf_vtrace-stderr-filter", daemon=True)
     thread.start()

@@ -84,8 +84,17 @@ _BEFORE_THE_FIELD = {"vector_env": "gymnasium", "optimizer": "adam",
 
 
 def _check_same_config(config, config_path):
-    with open(config_path) as handle:
-        saved = json.load(handle)
+    try:
+        with open(config_path) as handle:
+            saved = json.load(handle)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        saved = error
+    if not isinstance(saved, dict):
+        reason = (saved if isinstance(saved, Exception)
+                  else f"a JSON {type(saved).__name__}, not an object")
+        raise RunDirectoryError(
+            f"{config_path} is not a readable run config ({reason}); pass "
+            f"--restart (restart=True) to start a new run there.")
     current = json.loads(json.dumps(config.to_dict()))  # tuples as lists
     # A field added to Config after the run was written ran at the value
     # that behaves as the code did before it: its default, unless the
