@@ -282,3 +282,47 @@ def test_impala_metrics_refuses_one_name_as_a_string():
         tf_vtrace.impala_metrics(tf_vtrace.ImpalaLoss(), "mean_rho")
     assert [m.name for m in tf_vtrace.impala_metrics(tf_vtrace.ImpalaLoss(), ["mean_rho"])
             ] == ["mean_rho"]
+
+
+# --- Flags are bools: "False" is a true string, None a false value --------------
+
+
+def _iw_args(T=3, B=2):
+    return (tf.zeros([T, B]), tf.fill([T, B], 0.9), tf.ones([T, B]), tf.zeros([T, B]),
+            tf.zeros([B]))
+
+
+def _loss_args(T=3, B=2, A=4):
+    logits = tf.zeros([T, B, A])
+    return (logits, logits, tf.zeros([T, B], tf.int32), tf.fill([T, B], 0.9),
+            tf.ones([T, B]), tf.zeros([T, B]), tf.zeros([B]))
+
+
+@pytest.mark.parametrize("flag", ["time_major", "jit_compile", "validate_args"])
+@pytest.mark.parametrize("value", ["False", None, 1])
+def test_a_flag_that_is_not_a_bool_is_named(flag, value):
+    match = rf"`{flag}` must be a bool, got {re.escape(repr(value))}"
+    with pytest.raises(TypeError, match=match):
+        tf_vtrace.from_importance_weights(*_iw_args(), **{flag: value})
+    with pytest.raises(TypeError, match=match):
+        tf_vtrace.impala_loss(*_loss_args(), **{flag: value})
+    if flag != "validate_args":
+        with pytest.raises(TypeError, match=match):
+            tf_vtrace.VTrace(**{flag: value})
+    if flag == "jit_compile":
+        with pytest.raises(TypeError, match=match):
+            tf_vtrace.ImpalaLoss(jit_compile=value)
+
+
+def test_cross_replica_must_be_a_bool():
+    with pytest.raises(TypeError, match=r"`cross_replica` must be a bool, got 'no'"):
+        tf_vtrace.impala_loss(*_loss_args(), cross_replica="no")
+
+
+def test_the_eager_cache_does_not_let_a_number_pass_for_a_checked_flag():
+    args = _iw_args(T=7, B=5)  # A shape of its own: its first call fills the cache.
+    tf_vtrace.from_importance_weights(*args, time_major=True)
+    tf_vtrace.from_importance_weights(*args, time_major=True)  # The cached path.
+    with pytest.raises(TypeError, match=r"`time_major` must be a bool, got 1"):
+        tf_vtrace.from_importance_weights(*args, time_major=1)
+    assert tf_vtrace.from_importance_weights(*args, time_major=np.bool_(True)).vs.shape == [7, 5]

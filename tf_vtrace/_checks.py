@@ -18,6 +18,7 @@ import numbers
 import operator
 import threading
 
+import numpy as np
 import tensorflow as tf
 
 from tf_vtrace import _tape
@@ -72,6 +73,7 @@ def check_loss_costs(costs, reductions):
     """Raises unless the `_options.LossCosts` record holds a reduction among
     `reductions` and numbers (or tensors) as its weights."""
     check_choice(costs.reduction, "reduction", reductions)
+    check_flags(cross_replica=costs.cross_replica)
     for cost_name in ("baseline_cost", "entropy_cost", "kl_cost"):
         cost = getattr(costs, cost_name)
         if not isinstance(cost, numbers.Real) and not tf.is_tensor(cost):
@@ -458,10 +460,21 @@ def refuse_unraisable(validate_args):
             "outputs.")
 
 
+def check_flags(**flags):
+    """Raises a TypeError naming the first flag that is not a bool (or a
+    numpy bool): a string such as "False" is true, and None is false."""
+    for name, value in flags.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"`{name}` must be a bool, got {value!r}.")
+
+
 def check_hyperparameters(options):
     """Checks the Python-number hyperparameters of a `VTraceOptions` record
     (tensors are checked when the kernel runs): λ and α in [0, 1], the
-    thresholds positive or None. Returns nothing; raises a ValueError."""
+    thresholds positive or None; and its flags are bools. Returns nothing;
+    raises a ValueError (a TypeError for a flag)."""
+    check_flags(time_major=options.time_major, jit_compile=options.jit_compile,
+                validate_args=options.validate_args)
     for name in ("clip_rho_threshold", "clip_pg_rho_threshold", "clip_c_threshold"):
         check_threshold(getattr(options, name), name)
     if isinstance(options.lambda_, numbers.Real):

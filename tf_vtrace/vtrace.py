@@ -326,6 +326,12 @@ def _eager_signature(tensors, hyperparameters, options):
             tuple(_hyperparameter_key(h) for h in hyperparameters), options)
 
 
+def _flags_key(jit_compile, time_major, scan):
+    """The options' part of the cache key. With the types: 1 == True would
+    otherwise find the entry of a checked True and skip the flags' check."""
+    return jit_compile, time_major, scan, type(jit_compile), type(time_major)
+
+
 def _check_numbers(hyperparameters):
     """The Python-number checks of the full path (values vary per call)."""
     lambda_, *thresholds, alpha_ = hyperparameters
@@ -354,7 +360,7 @@ def _remember_eager_signature(signature, tensors, options):
         return
     if len(_EAGER_KERNELS) >= _EAGER_KERNELS_MAX:
         _EAGER_KERNELS.clear()
-    jit_compile, time_major, scan = options
+    jit_compile, time_major, scan = options[:3]
     _EAGER_KERNELS[signature] = _concrete_kernel(
         jit_compile, time_major, values.dtype, values.shape.rank, signature[2],
         _resolve_scan(scan, None))
@@ -500,13 +506,15 @@ def from_importance_weights(log_rhos,
                              clip_c_threshold, alpha_))
         tensors = (log_rhos, discounts, rewards, values, bootstrap_value)
         signature = _eager_signature(
-            tensors, hyperparameters, (bool(jit_compile), bool(time_major), scan))
+            tensors, hyperparameters, _flags_key(jit_compile, time_major, scan))
         kernel = _EAGER_KERNELS.get(signature)
         if kernel is not None:
             _check_numbers(hyperparameters)
             return _eager_call(kernel, tensors, hyperparameters,
                                _tensors.compute_dtype(values.dtype))
     _checks.check_choice(scan, "scan", SCANS)
+    _checks.check_flags(time_major=time_major, jit_compile=jit_compile,
+                        validate_args=validate_args)
     _checks.refuse_unraisable(validate_args)
     with tf.name_scope(name or "from_importance_weights"):
         tensors, lambda_, shape, asserts = _checks.check_sequences(
@@ -529,7 +537,7 @@ def from_importance_weights(log_rhos,
             (lambda_, *thresholds, alpha_), scan)
     if eager:
         _remember_eager_signature(signature, tensors,
-                                  (bool(jit_compile), bool(time_major), scan))
+                                  _flags_key(jit_compile, time_major, scan))
     return VTraceReturns(vs=vs, pg_advantages=pg_advantages)
 
 
