@@ -326,3 +326,30 @@ def test_the_eager_cache_does_not_let_a_number_pass_for_a_checked_flag():
     with pytest.raises(TypeError, match=r"`time_major` must be a bool, got 1"):
         tf_vtrace.from_importance_weights(*args, time_major=1)
     assert tf_vtrace.from_importance_weights(*args, time_major=np.bool_(True)).vs.shape == [7, 5]
+
+
+@pytest.mark.parametrize("position, name", [(1, "discounts"), (2, "rewards"),
+                                            (4, "bootstrap_value")])
+def test_none_for_a_sequence_names_the_argument(position, name):
+    args = list(_iw_args())
+    args[position] = None
+    with pytest.raises(ValueError, match=rf"`{name}` must be a tensor or an array, "
+                                         r"got NoneType"):
+        tf_vtrace.from_importance_weights(*args)
+
+
+@pytest.mark.parametrize("position, name", [(0, "behaviour_policy_logits"),
+                                            (1, "target_policy_logits"), (2, "actions")])
+def test_none_for_logits_or_actions_names_the_argument(position, name):
+    args = list(_loss_args())
+    args[position] = None
+    for function in (tf_vtrace.from_logits, tf_vtrace.impala_loss):
+        with pytest.raises(ValueError, match=rf"`{name}` must be a tensor or an "
+                                             r"array, got NoneType"):
+            function(*args)
+
+
+def test_a_ragged_list_names_the_argument():
+    with pytest.raises(ValueError, match=r"`policy_logits` must be a tensor or an array, "
+                                         r"got list: .*non-rectangular"):
+        tf_vtrace.log_probs_from_logits_and_actions([[0.], [0., 1.]], [0, 0])

@@ -98,6 +98,16 @@ def check_action_sizes(action_sizes):
 HALF_DTYPES = (tf.float16, tf.bfloat16)
 
 
+def to_tensor(value, name, **kwargs):
+    """`tf.convert_to_tensor(value, name=name, **kwargs)`, its error (None,
+    a ragged list, an object) naming the argument."""
+    try:
+        return tf.convert_to_tensor(value, name=name, **kwargs)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"`{name}` must be a tensor or an array, got "
+                          f"{type(value).__name__}: {error}") from None
+
+
 def to_float_tensor(value, name, dtype=None):
     """Converts `value` to a floating tensor of `dtype`, or raises naming `name`.
 
@@ -109,7 +119,7 @@ def to_float_tensor(value, name, dtype=None):
     """
     # dtype_hint converts Python numbers straight to `dtype` (0.9 in float64
     # stays 0.9, not float32's 0.8999999762); arrays keep their own dtype.
-    tensor = tf.convert_to_tensor(value, dtype_hint=dtype, name=name)
+    tensor = to_tensor(value, name, dtype_hint=dtype)
     if not tensor.dtype.is_floating:
         raise TypeError(
             f"`{name}` must be a floating-point tensor, got dtype "

@@ -106,7 +106,7 @@ class VTraceTargets(collections.namedtuple(
 
 
 def _prepare_heads(heads, name, valid):
-    return [_masking.where_valid(valid, tf.convert_to_tensor(h, name=name))
+    return [_masking.where_valid(valid, _checks.to_tensor(h, name))
             for h in _tensors.as_head_list(heads, name)]
 
 
@@ -118,7 +118,7 @@ def _upcast(value, name):
     """
     if value is None:
         return None
-    tensor = tf.convert_to_tensor(value, name=name)
+    tensor = _checks.to_tensor(value, name)
     return tf.cast(tensor, tf.float32) if tensor.dtype in _checks.HALF_DTYPES else value
 
 
@@ -130,9 +130,11 @@ def _upcast_inputs(inputs):
             "truncation_values")})
 
 
-def _head_tensors(heads, name):
-    return None if heads is None else [
-        tf.convert_to_tensor(h, name=name) for h in _tensors.as_head_list(heads, name)]
+def _head_tensors(heads, name, optional=False):
+    """`heads` (a tensor or a list per head) as a list of tensors; None stays
+    None if `optional`, else is an error naming `name`."""
+    return None if heads is None and optional else [
+        _checks.to_tensor(h, name) for h in _tensors.as_head_list(heads, name)]
 
 
 def _checked_inputs(inputs, options):
@@ -152,7 +154,9 @@ def _checked_inputs(inputs, options):
         values, inputs.discounts, inputs.rewards, values, inputs.bootstrap_value,
         options.lambda_, options.time_major)
     heads = {name: _head_tensors(getattr(inputs, name), name) for name in (
-        "target_policy_logits", "actions", "behaviour_action_log_probs")}
+        "target_policy_logits", "actions")}
+    heads["behaviour_action_log_probs"] = _head_tensors(
+        inputs.behaviour_action_log_probs, "behaviour_action_log_probs", optional=True)
     heads["behaviour_policy_logits"] = None if heads[
         "behaviour_action_log_probs"] is not None else _head_tensors(
             inputs.behaviour_policy_logits, "behaviour_policy_logits")
@@ -165,7 +169,7 @@ def _checked_inputs(inputs, options):
     for name in ("mask", "truncated", "truncation_values"):
         if getattr(inputs, name) is not None:
             asserts += _checks.check_same_shape(
-                tf.convert_to_tensor(getattr(inputs, name), name=name), name,
+                _checks.to_tensor(getattr(inputs, name), name), name,
                 values, "values", options.time_major)
     (values,) = _checks.with_dependencies(asserts, [values])
     return inputs._replace(values=values, **heads)

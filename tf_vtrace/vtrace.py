@@ -667,8 +667,8 @@ def log_probs_from_logits_and_actions(policy_logits, actions, dist_class=None,
       0.75
     """
     with tf.name_scope("log_probs_from_logits_and_actions"):
-        policy_logits = tf.convert_to_tensor(policy_logits, name="policy_logits")
-        actions = tf.convert_to_tensor(actions, name="actions")
+        policy_logits = _checks.to_tensor(policy_logits, "policy_logits")
+        actions = _checks.to_tensor(actions, "actions")
         if dist_class is not None:
             return _tensors.make_distribution(policy_logits, dist_class, model).log_prob(
                 actions)
@@ -741,7 +741,7 @@ def get_log_rhos(target_action_log_probs, behaviour_action_log_probs):
 
 def _head_tensors(heads, name):
     """`heads` (a tensor or a list per head) as a list of tensors."""
-    return [tf.convert_to_tensor(head, name=name)
+    return [_checks.to_tensor(head, name)
             for head in _tensors.as_head_list(heads, name)]
 
 
