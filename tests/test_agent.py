@@ -61,6 +61,46 @@ def test_cli_rejects_bad_config_before_any_work(tmp_path):
     assert not out.exists()  # nothing was started
 
 
+CLUSTER = {"worker": ["localhost:12345", "localhost:12346"], "chief": ["localhost:1"]}
+
+
+@pytest.mark.parametrize("tf_config", [
+    None, "{}", json.dumps({"cluster": CLUSTER, "task": {"type": "worker", "index": 1}}),
+    json.dumps({"cluster": CLUSTER, "task": {"type": "chief", "index": 0}})])
+def test_a_tf_config_of_one_of_its_workers_passes(tf_config):
+    environ = {} if tf_config is None else {"TF_CONFIG": tf_config}
+    learner_lib.check_tf_config(environ)
+
+
+@pytest.mark.parametrize("tf_config, match", [
+    ("", r"TF_CONFIG is not JSON \(Expecting value"),
+    ("{not json", r"TF_CONFIG is not JSON"),
+    ("[1]", r'TF_CONFIG must be \{"cluster"'),
+    (json.dumps({"cluster": CLUSTER}), r'TF_CONFIG must be \{"cluster"'),
+    (json.dumps({"task": {"type": "worker", "index": 0}}), r'TF_CONFIG must be'),
+    (json.dumps({"cluster": CLUSTER, "task": {"type": "worker", "index": 2}}),
+     r"task \{'type': 'worker', 'index': 2\} is not one of its cluster's workers"),
+    (json.dumps({"cluster": CLUSTER, "task": {"type": "ps", "index": 0}}),
+     r"a job of the cluster \(\['chief', 'worker'\]\)"),
+    (json.dumps({"cluster": CLUSTER, "task": {"type": "worker", "index": "1"}}),
+     r"is not one of its cluster's workers"),
+])
+def test_a_tf_config_that_names_no_worker_of_its_cluster_is_named(tf_config, match):
+    with pytest.raises(ValueError, match=match):
+        learner_lib.check_tf_config({"TF_CONFIG": tf_config})
+
+
+def test_cli_rejects_a_bad_tf_config_before_any_work(tmp_path):
+    out = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "-m", "tf_vtrace.agent", "train", "--out", str(out),
+         "--strategy", "multi_worker"], capture_output=True, text=True,
+        timeout=SUBPROCESS_TIMEOUT_S, env=dict(os.environ, TF_CONFIG="{not json"))
+    assert result.returncode == 2, result.stderr
+    assert "error: TF_CONFIG is not JSON" in result.stderr
+    assert "Traceback" not in result.stderr and not out.exists()
+
+
 # --- The unroll contract and truncation --------------------------------------
 
 T, B, LIMIT = 12, 3, 5

@@ -112,6 +112,9 @@ def _train(parser, args):
         fields["env_id"] = Config.env_id
     try:
         config = Config(**fields)
+        if config.strategy == "multi_worker":
+            from tf_vtrace.agent.learner import check_tf_config
+            check_tf_config()
     except ValueError as error:
         parser.error(str(error))
     from tf_vtrace.agent import backends

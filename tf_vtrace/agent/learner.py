@@ -29,6 +29,8 @@ effective sample size) and KL(μ ‖ π), to show how off-policy it was.
 """
 
 import contextlib
+import json
+import os
 import typing
 
 import keras
@@ -87,6 +89,8 @@ def make_strategy(config):
 
     Raises:
       RuntimeError: ``"multi_worker"`` after TensorFlow has started.
+      ValueError: ``"multi_worker"`` with a ``TF_CONFIG`` that does not
+        describe this worker (`check_tf_config`).
 
     Examples:
       >>> from tf_vtrace.agent.config import Config
@@ -99,6 +103,7 @@ def make_strategy(config):
         devices = (tf.config.list_logical_devices("GPU")
                    or tf.config.list_logical_devices("CPU"))
         return tf.distribute.MirroredStrategy([d.name for d in devices])
+    check_tf_config()
     try:
         return tf.distribute.MultiWorkerMirroredStrategy()
     except RuntimeError as error:
@@ -106,6 +111,36 @@ def make_strategy(config):
             "Config.strategy='multi_worker' must be built before any "
             "TensorFlow op runs in the process: call make_strategy(config) "
             "(or train) first.") from error
+
+
+def check_tf_config(environ=os.environ):
+    """Raises a ValueError naming what is wrong unless ``TF_CONFIG`` is
+    unset or ``{}`` (one worker) or a JSON object whose ``task`` is a worker of its
+    ``cluster``: {"cluster": {JOB: [ADDRESS, ...]}, "task": {"type": JOB,
+    "index": I}}. TensorFlow would fail on each later, with a traceback."""
+    text = environ.get("TF_CONFIG")
+    if text is None:
+        return
+    try:
+        tf_config = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"TF_CONFIG is not JSON ({error}): {text!r}.") from None
+    if tf_config == {}:  # As unset: one worker.
+        return
+    cluster = tf_config.get("cluster") if isinstance(tf_config, dict) else None
+    task = tf_config.get("task") if isinstance(tf_config, dict) else None
+    if not isinstance(cluster, dict) or not isinstance(task, dict):
+        raise ValueError(
+            'TF_CONFIG must be {"cluster": {JOB: [ADDRESS, ...]}, "task": {"type": '
+            f'JOB, "index": I}}}}; got {text!r}.')
+    addresses = cluster.get(task.get("type"))
+    index = task.get("index")
+    if (not isinstance(addresses, list) or isinstance(index, bool)
+            or not isinstance(index, int) or not 0 <= index < len(addresses)):
+        raise ValueError(
+            f"TF_CONFIG's task {task!r} is not one of its cluster's workers: "
+            "its type must be a job of the cluster "
+            f"({sorted(cluster)}) and its index one of that job's addresses.")
 
 
 def make_optimizer(config, global_clipnorm=None):
