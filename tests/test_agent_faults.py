@@ -316,3 +316,21 @@ def test_cli_evaluate_on_a_missing_policy_is_one_clear_line(tmp_path):
     assert result.returncode == 2, result.stderr
     assert "argument --episodes: must be an integer >= 1, got '0'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_corrupt_csv_row_is_left_out_and_the_file_kept_beside(tmp_path):
+    path = tmp_path / "episodes.csv"
+    original = (b"env_steps,return,length\n320,12.0,12\ngar\x00bage\xff,1,2\n"
+                b"320,13.0,13\n960,9.0,9\n1280,1")
+    path.write_bytes(original)
+    kept = recording._truncate_csv(str(path), recording.EPISODES_HEADER, 640)
+    assert kept == [["320", "12.0", "12"], ["320", "13.0", "13"]]
+    assert path.read_text().splitlines() == [
+        "env_steps,return,length", "320,12.0,12", "320,13.0,13"]
+    assert (tmp_path / "episodes.csv.unreadable").read_bytes() == original
+    # Only a cut-off last line (a killed process): nothing kept beside.
+    path.write_bytes(b"env_steps,return,length\n320,12.0,12\n640,1")
+    (tmp_path / "episodes.csv.unreadable").unlink()
+    assert recording._truncate_csv(str(path), recording.EPISODES_HEADER, 640) == [
+        ["320", "12.0", "12"]]
+    assert not (tmp_path / "episodes.csv.unreadable").exists()

@@ -19,6 +19,7 @@ import collections
 import csv
 import glob
 import os
+import shutil
 
 import numpy as np
 import tensorflow as tf
@@ -225,18 +226,31 @@ def _truncate_csv(path, header, env_steps):
     """Keeps the complete rows of the CSV at `path` (columns `header`, the
     first env steps) up to `env_steps` (a killed process may have left a
     half-written last line); returns them. A missing file is written with
-    the header only."""
+    the header only.
+
+    A row that does not parse (a corrupt byte, a cut-off line) is left out,
+    and the rows after it are kept. If it was not the last row, the file as
+    it was is kept beside the new one as ``<name>.unreadable``.
+    """
     kept = []
     if os.path.exists(path):
-        with open(path, newline="") as handle:
-            for row in list(csv.reader(handle))[1:]:
-                try:  # Every field of a complete row parses.
-                    values = [float(field) for field in row]
-                except ValueError:
-                    break  # The cut-off last line.
-                if len(values) != len(header) or values[0] > env_steps:
-                    break
-                kept.append(row)
+        # errors="replace" and no NULs: a corrupt byte spoils its row only.
+        with open(path, newline="", errors="replace") as handle:
+            rows = list(csv.reader(line.replace("\0", "") for line in handle))[1:]
+        unreadable = False
+        for position, row in enumerate(rows):
+            try:  # Every field of a complete row parses.
+                values = [float(field) for field in row]
+            except ValueError:
+                values = []
+            if len(values) != len(header):
+                unreadable |= position < len(rows) - 1
+                continue
+            if values[0] > env_steps:
+                break
+            kept.append(row)
+        if unreadable:
+            shutil.copyfile(path, path + ".unreadable")
     with open(path + ".tmp", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
