@@ -87,11 +87,11 @@ def _check_same_config(config, config_path):
     try:
         with open(config_path) as handle:
             saved = json.load(handle)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        saved = error
-    if not isinstance(saved, dict):
-        reason = (saved if isinstance(saved, Exception)
+        reason = (None if isinstance(saved, dict)
                   else f"a JSON {type(saved).__name__}, not an object")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        reason = error
+    if reason is not None:
         raise RunDirectoryError(
             f"{config_path} is not a readable run config ({reason}); pass "
             f"--restart (restart=True) to start a new run there.")

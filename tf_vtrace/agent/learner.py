@@ -115,9 +115,10 @@ def make_strategy(config):
 
 def check_tf_config(environ=os.environ):
     """Raises a ValueError naming what is wrong unless ``TF_CONFIG`` is
-    unset or ``{}`` (one worker) or a JSON object whose ``task`` is a worker of its
-    ``cluster``: {"cluster": {JOB: [ADDRESS, ...]}, "task": {"type": JOB,
-    "index": I}}. TensorFlow would fail on each later, with a traceback."""
+    unset or ``{}`` (one worker), or a JSON object whose ``task`` is a
+    worker of its ``cluster``: {"cluster": {JOB: [ADDRESS, ...]}, "task":
+    {"type": JOB, "index": I}}. TensorFlow would fail on each later, with a
+    traceback."""
     text = environ.get("TF_CONFIG")
     if text is None:
         return
