@@ -21,7 +21,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
-from tf_vtrace import _tape
+from tf_vtrace import _tape, _tensors
 
 __all__ = [
     "HALF_DTYPES",
@@ -106,6 +106,12 @@ def to_tensor(value, name, **kwargs):
     except (TypeError, ValueError) as error:
         raise type(error)(f"`{name}` must be a tensor or an array, got "
                           f"{type(value).__name__}: {error}") from None
+
+
+def to_head_tensors(heads, name):
+    """`heads` (a tensor, or a list or tuple with one per action head) as a
+    list of tensors, its errors naming `name`."""
+    return [to_tensor(head, name) for head in _tensors.as_head_list(heads, name)]
 
 
 def to_float_tensor(value, name, dtype=None):

@@ -106,8 +106,8 @@ class VTraceTargets(collections.namedtuple(
 
 
 def _prepare_heads(heads, name, valid):
-    return [_masking.where_valid(valid, _checks.to_tensor(h, name))
-            for h in _tensors.as_head_list(heads, name)]
+    return [_masking.where_valid(valid, head)
+            for head in _checks.to_head_tensors(heads, name)]
 
 
 def _upcast(value, name):
@@ -130,13 +130,6 @@ def _upcast_inputs(inputs):
             "truncation_values")})
 
 
-def _head_tensors(heads, name, optional=False):
-    """`heads` (a tensor or a list per head) as a list of tensors; None stays
-    None if `optional`, else is an error naming `name`."""
-    return None if heads is None and optional else [
-        _checks.to_tensor(h, name) for h in _tensors.as_head_list(heads, name)]
-
-
 def _checked_inputs(inputs, options):
     """`inputs` held to the shape contract of every entry point (docs/api.md,
     "Shapes") and `options` to the hyperparameters' ranges, before anything
@@ -153,12 +146,14 @@ def _checked_inputs(inputs, options):
     _, _, _, asserts = _checks.check_sequences(
         values, inputs.discounts, inputs.rewards, values, inputs.bootstrap_value,
         options.lambda_, options.time_major)
-    heads = {name: _head_tensors(getattr(inputs, name), name) for name in (
-        "target_policy_logits", "actions")}
-    heads["behaviour_action_log_probs"] = _head_tensors(
-        inputs.behaviour_action_log_probs, "behaviour_action_log_probs", optional=True)
+    heads = {name: _checks.to_head_tensors(getattr(inputs, name), name)
+             for name in ("target_policy_logits", "actions")}
+    heads["behaviour_action_log_probs"] = (
+        None if inputs.behaviour_action_log_probs is None
+        else _checks.to_head_tensors(inputs.behaviour_action_log_probs,
+                                     "behaviour_action_log_probs"))
     heads["behaviour_policy_logits"] = None if heads[
-        "behaviour_action_log_probs"] is not None else _head_tensors(
+        "behaviour_action_log_probs"] is not None else _checks.to_head_tensors(
             inputs.behaviour_policy_logits, "behaviour_policy_logits")
     asserts += _checks.check_heads(
         heads["target_policy_logits"], heads["behaviour_policy_logits"],

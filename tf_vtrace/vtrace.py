@@ -739,12 +739,6 @@ def get_log_rhos(target_action_log_probs, behaviour_action_log_probs):
     return tf.add_n([t - b for t, b in zip(target, behaviour)])
 
 
-def _head_tensors(heads, name):
-    """`heads` (a tensor or a list per head) as a list of tensors."""
-    return [_checks.to_tensor(head, name)
-            for head in _tensors.as_head_list(heads, name)]
-
-
 def multi_from_logits(behaviour_policy_logits,
                       target_policy_logits,
                       actions,
@@ -820,11 +814,11 @@ def multi_from_logits(behaviour_policy_logits,
     """
     with tf.name_scope(name or "multi_from_logits"):
         values = _checks.to_float_tensor(values, "values")
-        target_policy_logits = _head_tensors(target_policy_logits,
+        target_policy_logits = _checks.to_head_tensors(target_policy_logits,
                                              "target_policy_logits")
-        actions = _head_tensors(actions, "actions")
+        actions = _checks.to_head_tensors(actions, "actions")
         behaviour_logits = None if behaviour_action_log_probs is not None else (
-            _head_tensors(behaviour_policy_logits, "behaviour_policy_logits"))
+            _checks.to_head_tensors(behaviour_policy_logits, "behaviour_policy_logits"))
         asserts = _checks.check_heads(target_policy_logits, behaviour_logits,
                                       actions, values, dist_class is None)
         target_action_log_probs = multi_log_probs_from_logits_and_actions(
@@ -835,7 +829,7 @@ def multi_from_logits(behaviour_policy_logits,
                 behaviour_logits, actions, dist_class, model,
                 validate_args=validate_args)
         else:
-            behaviour_action_log_probs = _head_tensors(
+            behaviour_action_log_probs = _checks.to_head_tensors(
                 behaviour_action_log_probs, "behaviour_action_log_probs")
         for log_probs, log_probs_name in (
                 (target_action_log_probs, "target_action_log_probs"),
