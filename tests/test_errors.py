@@ -353,3 +353,15 @@ def test_a_ragged_list_names_the_argument():
     with pytest.raises(ValueError, match=r"`policy_logits` must be a tensor or an array, "
                                          r"got list: .*non-rectangular"):
         tf_vtrace.log_probs_from_logits_and_actions([[0.], [0., 1.]], [0, 0])
+
+
+@pytest.mark.parametrize("name", ["actions", "rewards", "discounts",
+                                  "behaviour_policy_logits"])
+def test_pack_targets_names_an_argument_given_none(name):
+    B, T, A = 2, 3, 4
+    args = dict(actions=np.zeros([B, T], int), rewards=np.ones([B, T]),
+                discounts=np.ones([B, T]), behaviour_policy_logits=np.zeros([B, T, A]))
+    args[name] = None
+    with pytest.raises(ValueError, match=rf"`{name}` must be a tensor or an array, "
+                                         r"got NoneType"):
+        tf_vtrace.pack_targets(**args)

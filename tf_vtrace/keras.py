@@ -63,8 +63,7 @@ def _head_list(heads):
 
 
 def _as_float(value, name):
-    tensor = tf.convert_to_tensor(value, name=name)
-    return tf.cast(tensor, tf.float32)
+    return tf.cast(_checks.to_tensor(value, name), tf.float32)
 
 
 def pack_targets(actions, rewards, discounts, behaviour_policy_logits, *,
