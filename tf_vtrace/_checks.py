@@ -80,14 +80,21 @@ def check_loss_costs(costs, reductions):
             raise TypeError(f"`{cost_name}` must be a number, got {cost!r}.")
 
 
+def positive_ints(values):
+    """`values` (a sequence of Python or numpy integers) as a list of Python
+    ints, or None unless it is non-empty and every one is >= 1."""
+    try:
+        ints = [operator.index(value) for value in values]
+    except TypeError:  # Not a sequence, or a float or string in it.
+        return None
+    return ints if ints and min(ints) >= 1 else None
+
+
 def check_action_sizes(action_sizes):
     """`action_sizes` as a list of Python ints; raises unless it is a
     non-empty sequence of integers >= 1 (the logits of each action head)."""
-    try:
-        sizes = [operator.index(size) for size in action_sizes]
-    except TypeError:
-        sizes = []
-    if not sizes or min(sizes) < 1:
+    sizes = positive_ints(action_sizes)
+    if sizes is None:
         raise ValueError("`action_sizes` must be a non-empty list of integers "
                          f">= 1 (the logits of each head), got {action_sizes!r}.")
     return sizes

@@ -19,7 +19,6 @@ observations to logits, value, the greedy and a sampled action per head.
 """
 
 import json
-import operator
 
 import tensorflow as tf
 
@@ -222,12 +221,8 @@ def policy_module(model, head_sizes=None, metadata=None):
     """
     num_logits = _check_policy_model(model)
     head_sizes = (num_logits,) if head_sizes is None else tuple(head_sizes)
-    try:
-        sizes = tuple(operator.index(size) for size in head_sizes)
-    except TypeError:
-        sizes = ()
-    if len(sizes) != len(head_sizes) or min(sizes, default=0) < 1 or sum(
-            sizes) != num_logits:
+    sizes = _checks.positive_ints(head_sizes)
+    if sizes is None or sum(sizes) != num_logits:
         raise ValueError(f"`head_sizes` {head_sizes} must be integers >= 1 "
                          f"that sum to the model's {num_logits} logits.")
     metadata = {} if metadata is None else metadata
@@ -235,7 +230,7 @@ def policy_module(model, head_sizes=None, metadata=None):
         json.dumps(metadata)
     except (TypeError, ValueError) as error:
         raise TypeError(f"`metadata` must be JSON-serializable: {error}.") from None
-    return _PolicyModule(model, sizes, metadata)
+    return _PolicyModule(model, tuple(sizes), metadata)
 
 
 def _check_policy_model(model):

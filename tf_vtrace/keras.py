@@ -416,7 +416,6 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
                  clip_pg_rho_threshold=1.0, clip_c_threshold=1.0, lambda_=1.0,
                  action_sizes=None, dist_class=None, jit_compile=True,
                  name="impala_loss", alpha_=1.0):
-        _checks.check_choice(reduction, "reduction", impala.REDUCTIONS)
         super().__init__(name=name, reduction="sum")
         if isinstance(dist_class, (str, dict)):
             dist_class = keras.saving.deserialize_keras_object(dist_class)

@@ -505,8 +505,8 @@ def from_importance_weights(log_rhos,
             else h for h in (lambda_, clip_rho_threshold, clip_pg_rho_threshold,
                              clip_c_threshold, alpha_))
         tensors = (log_rhos, discounts, rewards, values, bootstrap_value)
-        signature = _eager_signature(
-            tensors, hyperparameters, _flags_key(jit_compile, time_major, scan))
+        flags = _flags_key(jit_compile, time_major, scan)
+        signature = _eager_signature(tensors, hyperparameters, flags)
         kernel = _EAGER_KERNELS.get(signature)
         if kernel is not None:
             _check_numbers(hyperparameters)
@@ -536,8 +536,7 @@ def from_importance_weights(log_rhos,
             jit_compile, time_major, (*sequences, tensors[4]),
             (lambda_, *thresholds, alpha_), scan)
     if eager:
-        _remember_eager_signature(signature, tensors,
-                                  _flags_key(jit_compile, time_major, scan))
+        _remember_eager_signature(signature, tensors, flags)
     return VTraceReturns(vs=vs, pg_advantages=pg_advantages)
 
 
@@ -815,7 +814,7 @@ def multi_from_logits(behaviour_policy_logits,
     with tf.name_scope(name or "multi_from_logits"):
         values = _checks.to_float_tensor(values, "values")
         target_policy_logits = _checks.to_head_tensors(target_policy_logits,
-                                             "target_policy_logits")
+                                                       "target_policy_logits")
         actions = _checks.to_head_tensors(actions, "actions")
         behaviour_logits = None if behaviour_action_log_probs is not None else (
             _checks.to_head_tensors(behaviour_policy_logits, "behaviour_policy_logits"))
