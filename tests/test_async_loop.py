@@ -1,11 +1,13 @@
 """The asynchronous default: `ThreadActors` act in real threads while the
 learner learns. Their unrolls are `LocalActor`'s (same seeds, same
 contract); a bounded queue; exactly the updates' unrolls are acted, so the
-end of a run leaves none behind and a stop counts the dropped ones; a
+end of a run leaves none behind; a stop hands in the started ones (bounded
+in time) and `close` counts the dropped ones; a
 raising actor is replaced, too many failures stop the run with the
 checkpoint, policy and summary written; nothing deadlocks. (Ctrl-C,
 SIGTERM and SIGKILL + resume of the default backend: test_agent_pipeline.)"""
 import json
+import threading
 import time
 
 import gymnasium as gym
@@ -38,6 +40,29 @@ class RaisesAtStep(gym.Wrapper):
             raise RuntimeError(f"boom at step {self.steps}")
         return self.env.step(action)
 
+
+# Each env instance's step waits for HANG_RELEASE from its HANG_AT_STEP[0]-th
+# step on (counted over resets; None: never).
+HANGING_ENV_ID = "tf_vtrace_test/CartPoleHangs-v0"
+HANG_AT_STEP, HANG_RELEASE = [None], threading.Event()
+
+
+class HangsAtStep(gym.Wrapper):
+    def __init__(self, env):
+        super().__init__(env)
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        if HANG_AT_STEP[0] is not None and self.steps >= HANG_AT_STEP[0]:
+            HANG_RELEASE.wait(POLL_TIMEOUT_S)
+        return self.env.step(action)
+
+
+if HANGING_ENV_ID not in gym.registry:
+    gym.register(HANGING_ENV_ID, max_episode_steps=500,
+                 entry_point=lambda **kw: HangsAtStep(
+                     gym.make("CartPole-v1", **kw).unwrapped))
 
 if RAISING_ENV_ID not in gym.registry:
     gym.register(RAISING_ENV_ID, max_episode_steps=500,
@@ -109,6 +134,88 @@ def test_actors_run_ahead_by_the_queue_and_act_exactly_the_updates():
         actors.close()
     assert actors.discarded_unrolls == 0
     assert not any(t.is_alive() for t in actors._threads)
+
+
+def test_stop_acting_hands_in_the_started_unrolls_and_no_more():
+    """At a stop the learner takes what the actor had started: the two
+    queued unrolls and the one it waits to queue, then nothing more is
+    acted (the thread ends) and nothing is left to drop."""
+    config = SMALL.replace(queue_size=2, total_env_steps=15 * 100)
+    actors = backends.ThreadActors(config)
+    try:
+        actors.set_weights(_weights(config), 0)
+        _wait_until(lambda: actors._queue.full() and actors._waiting,
+                    "a full queue and a waiting actor")
+        actors.stop_acting(POLL_TIMEOUT_S)
+        assert actors.pending() == 3
+        for left in (2, 1, 0):
+            assert actors.collect()["observations"].shape == (6, 3, 4)
+            assert actors.pending() == left
+        _wait_until(lambda: not actors._threads[0].is_alive(),
+                    "the thread to end")
+        assert actors.unrolls_per_actor == [3]
+        with pytest.raises(backends.ActorFailure, match="every actor thread"):
+            actors.collect()
+    finally:
+        actors.close()
+    assert actors.discarded_unrolls == 0
+
+
+def test_a_stop_gives_up_on_an_actor_that_hangs():
+    """An actor stuck in its env's step (from step 8: in its second unroll
+    of 5 steps): after the stop's time allowance `collect` raises instead
+    of waiting for it (a scheduler's grace period must still see the
+    checkpoint written); `close` then counts its unroll as dropped."""
+    config = Config(env_id=HANGING_ENV_ID, num_envs=2, unroll_length=5,
+                    jit_compile=False, total_env_steps=10 * 100)
+    HANG_AT_STEP[0] = 8
+    actors = backends.make_actors(config)
+    try:
+        actors.set_weights(_weights(config.replace(env_id="CartPole-v1")), 0)
+        actors.collect()
+        start = time.monotonic()
+        actors.stop_acting(0.5)
+        assert actors.pending() == 1
+        with pytest.raises(backends.ActorFailure, match="did not hand in"):
+            actors.collect()
+        assert 0.5 <= time.monotonic() - start < POLL_TIMEOUT_S
+        assert actors.pending() == 1
+    finally:
+        HANG_AT_STEP[0] = None
+        HANG_RELEASE.set()
+        actors.close()
+        HANG_RELEASE.clear()
+    assert actors.discarded_unrolls == 1
+
+
+def test_a_stopped_run_learns_on_the_unrolls_the_actor_had_started(tmp_path):
+    """`_UpdateLoop._drain`, as Ctrl-C runs it: every unroll the actor had
+    started (queued or being acted) is learned on and recorded, and no
+    more is acted."""
+    config = SMALL.replace(queue_size=2, total_env_steps=15 * 100)
+    learner, actors = _learner(config), backends.make_actors(config)
+    loop = train_lib._UpdateLoop(config, str(tmp_path), learner, resumed=False)
+    loop.actor, loop.loop_start = actors, time.time()
+    loop.recorder = train_lib.recording.Recorder(str(tmp_path))
+    loop.bar = train_lib._progress_bar(config, False, 0)
+    try:
+        loop._update()
+        _wait_until(lambda: actors._queue.full() and actors._waiting,
+                    "a full queue and a waiting actor")
+        loop._drain()
+        assert loop.counters.updates == 4 and actors.pending() == 0
+        assert actors.unrolls_per_actor == [4]
+    finally:
+        loop.recorder.close()
+        actors.close()
+    assert actors.discarded_unrolls == 0
+
+
+def _learner(config):
+    from tf_vtrace.agent import envs, learner
+    observation_space, action_space = envs.env_spaces(config.env_id)
+    return learner.Learner(config, observation_space,
+                           envs.head_sizes(action_space))
 
 
 def test_close_stops_acting_threads_and_counts_what_it_drops():

@@ -160,6 +160,8 @@ def test_command_line_trains_with_two_actors(backend, core_flags, tmp_path):
     assert summary["learner_updates"] == updates
     assert len(summary["unrolls_per_actor"]) == 2
     assert sum(summary["unrolls_per_actor"]) == updates
+    # Asked for the run's unrolls only: none in flight at the end.
+    assert summary["discarded_unrolls"] == 0
     counts = {int(lag): n for lag, n in summary["policy_lag_counts"].items()}
     assert sum(counts.values()) == updates
     # The first unroll is acted with the initial weights and learned on first.

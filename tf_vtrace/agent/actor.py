@@ -66,6 +66,16 @@ class ActorBackend(abc.ABC):
     def collect(self):
         """Returns the next unroll: a dict with `UNROLL_KEYS`."""
 
+    def stop_acting(self, timeout_s):  # noqa: B027 (not abstract: the synchronous backend has nothing in flight)
+        """Starts no more unrolls. Those already started (`pending`) can
+        still be collected, for `timeout_s` seconds: after that `collect`
+        raises instead of waiting for an actor that does not hand one in."""
+
+    def pending(self):
+        """Unrolls started (queued, in flight or being acted) that `collect`
+        can still return; none for a backend that acts on `collect`."""
+        return 0
+
     def close(self):  # noqa: B027 (not abstract: a backend without resources needs no close)
         """Releases the environments."""
 

@@ -29,6 +29,13 @@ the learner; each one carries the ``policy_version`` it was acted with, and
 `Learner.step` reports the lag of every unroll (learner version − that
 version).
 
+Every backend acts the unrolls the run has updates left for and no more, so
+a finished run leaves none behind. At a stop before that (Ctrl-C, an actor
+failure) the training loop calls ``stop_acting``: no unroll is started any
+more, and ``collect`` returns those already started (``pending``) for the
+learner to learn on; what is left at ``close`` is counted in
+``discarded_unrolls``.
+
 An actor that dies (its process killed, `ray.kill`) or raises is replaced
 by a new one, seeded from (seed, learner version) as in
 `tf_vtrace.agent.actor.actor_seed`, that acts with the newest weights; the
@@ -141,6 +148,16 @@ class _Failures:
 # How often a blocked actor thread or the learner's wait looks at the stop
 # flag and the threads' health (seconds).
 _TICK_S = 0.1
+# How often a stopping learner polls the remote actors for the unrolls in
+# flight (seconds).
+_POLL_S = 0.005
+
+
+def _check_drain_deadline(deadline):
+    """Raises `ActorFailure` once `deadline` (`stop_acting`'s) has passed."""
+    if deadline is not None and time.monotonic() > deadline:
+        raise ActorFailure("the actors did not hand in the unrolls they had "
+                           "started within the time allowed after the stop")
 
 
 class ThreadActors(actor_lib.ActorBackend):
@@ -158,8 +175,10 @@ class ThreadActors(actor_lib.ActorBackend):
     Nothing is lost: the threads act for `config.num_updates` − `start_update`
     unrolls in all (the updates left), so at the end of a run none is left
     over; an unroll whose actor failed is acted again by its replacement.
-    At `close` before that (Ctrl-C, an error), the unrolls queued or being
-    acted are dropped and counted in `discarded_unrolls`.
+    At a stop before that (Ctrl-C, an actor failure), `stop_acting` lets the
+    threads finish the unrolls they started, for the learner to learn on
+    (`pending`). What is queued or being acted at `close` is dropped and
+    counted in `discarded_unrolls`.
 
     A thread whose actor raises is replaced by a new `LocalActor` seeded
     from (seed, learner version) as in `tf_vtrace.agent.actor.actor_seed`;
@@ -182,6 +201,7 @@ class ThreadActors(actor_lib.ActorBackend):
         self._queue = queue.Queue(maxsize=config.queue_size)
         self._lock = threading.Lock()
         self._tickets = max(0, config.num_updates - start_update)
+        self._drain_deadline = None  # Set by `stop_acting`.
         self._acting = 0  # Tickets taken and not yet queued.
         self._failures = _Failures(config)
         self.unrolls_per_actor = [0] * self.num_actors
@@ -212,11 +232,22 @@ class ThreadActors(actor_lib.ActorBackend):
 
     def _take_ticket(self):
         with self._lock:
-            if self._tickets == 0 or self._stop.is_set():
+            if (self._tickets == 0 or self._stop.is_set()
+                    or self._drain_deadline is not None):
                 return False
             self._tickets -= 1
             self._acting += 1  # Until `collect` returns its unroll.
             return True
+
+    def stop_acting(self, timeout_s):
+        """The threads finish the unrolls they started and start no more."""
+        with self._lock:
+            self._drain_deadline = time.monotonic() + timeout_s
+
+    def pending(self):
+        """Unrolls started and not yet collected (queued or being acted)."""
+        with self._lock:
+            return self._acting
 
     def idle_seconds(self):
         """The seconds the threads have waited so far, summed (the waits in
@@ -288,6 +319,7 @@ class ThreadActors(actor_lib.ActorBackend):
                         "every actor thread has ended and no unroll is "
                         "queued (more collects than Config.num_updates?)"
                     ) from None
+                _check_drain_deadline(self._drain_deadline)
 
     def collect(self):
         """The oldest queued unroll (waits for one)."""
@@ -302,6 +334,8 @@ class ThreadActors(actor_lib.ActorBackend):
                 self._failures.succeeded(index)
                 return payload
             self._threads[index].join()
+            if self._drain_deadline is not None:
+                continue  # Stopping: its ticket was given back, not acted.
             self._failures.record(index, f"actor thread {index} raised:\n"
                                   f"{payload}")
             self._start(index, self.version)
@@ -368,9 +402,15 @@ class _AsyncActors(actor_lib.ActorBackend):
     collects, however fast the others are (taking, say, the lowest-numbered
     ready actor would starve the rest whenever the learner is the slower
     side). `unrolls_per_actor` counts what each actor gave.
+
+    The actors are asked for `config.num_updates` − `start_update` unrolls
+    in all (the updates left; one more for each that failed), so at the end
+    of a run none is in flight. At a stop before that, `stop_acting` asks
+    for no more and lets `collect` take the unrolls in flight (`pending`);
+    those still in flight at `close` are counted in `discarded_unrolls`.
     """
 
-    def __init__(self, config, worker_index):
+    def __init__(self, config, worker_index, start_update):
         self.config = config
         self.worker_index = worker_index
         self.num_actors = config.num_actors
@@ -385,6 +425,9 @@ class _AsyncActors(actor_lib.ActorBackend):
         # flight; the ready ones, oldest first.
         self._in_flight = {}
         self._requests = 0
+        self._requests_left = max(0, config.num_updates - start_update)
+        self._drain_deadline = None  # Set by `stop_acting`.
+        self.discarded_unrolls = 0
         self._ready = collections.deque()
         self._acting_s, self._started = 0., time.perf_counter()
 
@@ -416,6 +459,9 @@ class _AsyncActors(actor_lib.ActorBackend):
         return actor_seed_offset(self.config, index, self.worker_index)
 
     def _request(self, index):
+        if self._requests_left == 0 or self._drain_deadline is not None:
+            return
+        self._requests_left -= 1
         fresh = self._held_versions[index] != self.version
         self._submit(index, self._weights if fresh else None, self.version)
         self._held_versions[index] = self.version
@@ -427,9 +473,32 @@ class _AsyncActors(actor_lib.ActorBackend):
         request first; waits for one if the queue is empty."""
         waiting = [i for i in self._in_flight if i not in self._ready]
         if not waiting:
+            if not self._ready:
+                raise ActorFailure(
+                    "no unroll is left in flight" if self._drain_deadline
+                    else "no unroll is in flight (more collects than "
+                    "Config.num_updates?)")
             return
-        ready = self._poll(waiting, block=not self._ready)
+        stopping = self._drain_deadline is not None
+        ready = self._poll(waiting, block=not self._ready and not stopping)
+        while not ready and not self._ready:  # Stopping: bounded in time.
+            _check_drain_deadline(self._drain_deadline)
+            time.sleep(_POLL_S)
+            ready = self._poll(waiting, block=False)
         self._ready.extend(sorted(ready, key=self._in_flight.__getitem__))
+
+    def stop_acting(self, timeout_s):
+        """Asks for no more unrolls; those in flight can still be collected."""
+        self._drain_deadline = time.monotonic() + timeout_s
+
+    def pending(self):
+        """Unrolls asked for and not yet collected."""
+        return len(self._in_flight)
+
+    def _count_discarded(self):
+        """At `close`: the unrolls in flight are dropped."""
+        self.discarded_unrolls += len(self._in_flight)
+        self._in_flight.clear()
 
     def set_weights(self, weights, version):
         """Acts with `weights` (list of numpy arrays) of learner `version`
@@ -460,7 +529,9 @@ class _AsyncActors(actor_lib.ActorBackend):
                 unroll, acting_s = self._receive(index)
             except _ActorDied as failure:
                 del self._in_flight[index]
-                self._replace(index, failure)
+                self._requests_left += 1  # Its unroll is to be acted again.
+                if self._drain_deadline is None:
+                    self._replace(index, failure)
                 continue
             del self._in_flight[index]
             self._acting_s += acting_s
@@ -498,7 +569,7 @@ class ProcessActors(_AsyncActors):
     """
 
     def __init__(self, config, worker_index=0, start_update=0):
-        super().__init__(config, worker_index)
+        super().__init__(config, worker_index, start_update)
         self._context = multiprocessing.get_context("spawn")
         self._connections = [None] * self.num_actors
         self._processes = [None] * self.num_actors
@@ -555,6 +626,7 @@ class ProcessActors(_AsyncActors):
 
     def close(self):
         """Stops the workers (killed if they do not exit in time)."""
+        self._count_discarded()
         self._finalizer()
 
 
@@ -650,7 +722,7 @@ class RayActors(_AsyncActors):
 
     def __init__(self, config, worker_index=0, start_update=0,
                  num_cpus_per_actor=1):
-        super().__init__(config, worker_index)
+        super().__init__(config, worker_index, start_update)
         address = os.environ.get("RAY_ADDRESS")
         start_here = address is None and not _ray_initialized()
         ray = _import_ray(
@@ -703,6 +775,7 @@ class RayActors(_AsyncActors):
 
     def close(self):
         """Kills the actors; shuts down a Ray started by this backend."""
+        self._count_discarded()
         ray = self._ray
         for handle in self._actors:
             ray.kill(handle)

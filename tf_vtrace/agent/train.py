@@ -29,7 +29,8 @@ learns (`tf_vtrace.agent.backends`). It writes into `out_dir`:
   the first update (which also compiles the learner step and waits for the
   actors to start), the fractions of that time the learner waited for unrolls
   and the actors for the learner (`_Idle`), the unrolls dropped at a stop
-  (``discarded_unrolls``), and with ``config.eval_every`` the last and best
+  (``discarded_unrolls``: 0 unless an actor did not hand in its unroll in
+  time or a second signal came, see below), and with ``config.eval_every`` the last and best
   greedy evaluation (``eval_greedy_last``, ``eval_greedy_best``,
   ``eval_best_env_steps``, ``evaluations``, ``eval_s``).
 
@@ -50,9 +51,14 @@ in a row stop the run with `ActorFailure`. Either way the checkpoint, the
 policy and the summary are written first.
 
 Ctrl-C (SIGINT) or SIGTERM (a scheduler's preemption) stops the loop after
-the current update; the curve, a last checkpoint, the policy and the summary
-(``interrupted``, ``stop_signal``) are still written. A second signal raises
-KeyboardInterrupt at once.
+the current update. The unrolls the actors had started by then (queued, in
+flight, half acted) are learned on first, so that no env step acted is
+lost; an actor that has not handed its unroll in within `_DRAIN_TIMEOUT_S`
+(10 s) is given up on. Then the curve, a last checkpoint, the policy and the
+summary (``interrupted``, ``stop_signal``) are written. The same happens
+after an `ActorFailure` (with the other actors' unrolls). A second signal
+while those unrolls are learned on drops the rest; one while the outputs
+are written raises KeyboardInterrupt at once.
 """
 
 import collections
@@ -74,6 +80,13 @@ __all__ = ["NonFiniteUpdates", "RunDirectoryError", "actor_learner_step",
            "train"]
 
 RunDirectoryError = _run_dir.RunDirectoryError
+
+
+# How long a stopping run waits for the unrolls the actors had started
+# (`_UpdateLoop._drain`): a CartPole unroll takes milliseconds, an Atari
+# one a fraction of a second; a scheduler's grace period after SIGTERM is
+# commonly 30 s, and the checkpoint is written after this.
+_DRAIN_TIMEOUT_S = 10.
 
 
 class NonFiniteUpdates(RuntimeError):
@@ -297,7 +310,8 @@ class _UpdateLoop:
     Built, it restores the newest usable checkpoint of a resumed run (or
     starts at update 0). `run` does the remaining updates until the last
     one, the first Ctrl-C / SIGTERM or a stopping error (`error`), then
-    (always) closes the progress bar, saves a last checkpoint, writes the
+    learns on the unrolls the actors had started (`_drain`; not after
+    `NonFiniteUpdates`), then (always) closes the progress bar, saves a last checkpoint, writes the
     curve and closes the actors. `stats` are the loop's numbers for the
     summary.
     """
@@ -348,19 +362,45 @@ class _UpdateLoop:
                     if stop.is_set():
                         raise KeyboardInterrupt
                     self._update()
-            except (NonFiniteUpdates, backends.ActorFailure) as error:
+            except NonFiniteUpdates as error:
                 self.error = error
                 self.bar.write(f"stopped: {error}")
+            except backends.ActorFailure as error:
+                self.error = error
+                self.bar.write(f"stopped: {error}")
+                self._drain()
             except KeyboardInterrupt:
                 self.interrupted = True
                 self.stop_signal = stop.signal_name or "SIGINT"
-                self.bar.write(f"interrupted ({self.stop_signal}): writing the "
+                self.bar.write(f"interrupted ({self.stop_signal}): learning on "
+                               "the unrolls already started, then writing the "
                                "curve, a checkpoint and the policy")
+                self._drain()
             finally:
                 self._close()
 
-    def _update(self):
-        """One actor-learner step, recorded, shown and checkpointed."""
+    def _drain(self):
+        """At a stop: learns on the unrolls the actors had started (queued,
+        in flight, half acted), so that none of their env steps is lost.
+        They arrive within milliseconds; an actor that has not handed its
+        unroll in after `_DRAIN_TIMEOUT_S`, a failure or a second Ctrl-C
+        ends this, and the actors' `close` counts what is left
+        (``discarded_unrolls``)."""
+        self.actor.stop_acting(_DRAIN_TIMEOUT_S)
+        try:
+            while (self.actor.pending()
+                   and self.counters.updates < self.config.num_updates):
+                self._update(stopping=True)
+        except KeyboardInterrupt:
+            self.bar.write("a second signal: the unrolls left are dropped")
+        except (NonFiniteUpdates, backends.ActorFailure) as error:
+            self.error = self.error or error
+            self.bar.write(f"stopped learning on the unrolls left: {error}")
+
+    def _update(self, stopping=False):
+        """One actor-learner step, recorded, shown and checkpointed (no
+        evaluation or checkpoint while `stopping`: the last checkpoint
+        follows)."""
         config, learner, counters = self.config, self.learner, self.counters
         unroll, diagnostics = actor_learner_step(self.actor, learner,
                                                  self.history, self.idle)
@@ -379,7 +419,8 @@ class _UpdateLoop:
         self.recorder.record(counters.env_steps, unroll, diagnostics,
                              dict(rates, skipped_updates=counters.skipped,
                                   actor_restarts=sum(self._restarts())))
-        self._evaluate_if_due()
+        if not stopping:
+            self._evaluate_if_due()
         self.bar.update(config.steps_per_update)
         postfix = {"env/s": f"{rates['env_steps_per_s']:.0f}",
                    "learn/s": f"{rates['learner_steps_per_s']:.1f}",
@@ -388,7 +429,7 @@ class _UpdateLoop:
         if self.evaluation is not None and self.evaluation.last_return is not None:
             postfix["greedy"] = f"{self.evaluation.last_return:.1f}"
         self.bar.set_postfix(postfix, refresh=False)
-        if counters.updates % config.checkpoint_every == 0:
+        if counters.updates % config.checkpoint_every == 0 and not stopping:
             with self.idle.paused(self.actor):
                 self._save()
 
