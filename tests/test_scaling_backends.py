@@ -102,6 +102,31 @@ def test_ready_unrolls_are_taken_oldest_first(backend):
     assert sorted(lags)[len(lags) // 2] == num_actors, lags
 
 
+def test_a_stop_takes_the_process_actors_unrolls_in_flight():
+    """After `stop_acting` the unrolls in flight (one per actor) are still
+    collected, no more is asked for, and nothing is left to drop. (That a
+    finished run leaves none in flight: the command-line runs below.)"""
+    config = Config(num_envs=2, unroll_length=4, jit_compile=False,
+                    backend="process", num_actors=2)
+    weights = actor.LocalActor(config.replace(backend="local", num_actors=1)
+                               ).model.get_weights()
+    actors = backends.make_actors(config)
+    try:
+        actors.set_weights(weights, 0)
+        actors.collect()  # Its actor is asked again at once.
+        assert actors.pending() == 2
+        actors.stop_acting(POLL_TIMEOUT_S)
+        for left in (1, 0):
+            assert actors.collect()["observations"].shape == (5, 2, 4)
+            assert actors.pending() == left
+        assert sum(actors.unrolls_per_actor) == 3
+        with pytest.raises(backends.ActorFailure, match="no unroll is left"):
+            actors.collect()
+    finally:
+        actors.close()
+    assert actors.discarded_unrolls == 0
+
+
 def test_a_process_actor_idles_while_the_learner_is_slower():
     """A learner that takes 1 s longer than an unroll of 8 env steps (it
     sleeps once the unroll it will take next is ready): over that second
