@@ -23,51 +23,50 @@ from tf_vtrace.agent.config import Config
 SMALL = Config(num_envs=3, unroll_length=5, jit_compile=False,
                total_env_steps=15 * 6)
 
-# Each env instance raises from its step FAIL_AT_STEP[0] on (counted over
-# resets).
+class CountsSteps(gym.Wrapper):
+    """CartPole that calls `on_step(n)` before its n-th step (counted over
+    resets)."""
+
+    def __init__(self, env, on_step):
+        super().__init__(env)
+        self.steps, self.on_step = 0, on_step
+
+    def step(self, action):
+        self.steps += 1
+        self.on_step(self.steps)
+        return self.env.step(action)
+
+
+def _register(env_id, on_step):
+    if env_id not in gym.registry:
+        gym.register(env_id, max_episode_steps=500,
+                     entry_point=lambda **kw: CountsSteps(
+                         gym.make("CartPole-v1", **kw).unwrapped, on_step))
+
+
+# Each env instance raises from its step FAIL_AT_STEP[0] on.
 RAISING_ENV_ID = "tf_vtrace_test/CartPoleRaises-v0"
 FAIL_AT_STEP = [12]
 
 
-class RaisesAtStep(gym.Wrapper):
-    def __init__(self, env):
-        super().__init__(env)
-        self.steps = 0
-
-    def step(self, action):
-        self.steps += 1
-        if self.steps >= FAIL_AT_STEP[0]:
-            raise RuntimeError(f"boom at step {self.steps}")
-        return self.env.step(action)
+def _raise_from_fail_step(steps):
+    if steps >= FAIL_AT_STEP[0]:
+        raise RuntimeError(f"boom at step {steps}")
 
 
 # Each env instance's step waits for HANG_RELEASE from its HANG_AT_STEP[0]-th
-# step on (counted over resets; None: never).
+# step on (None: never).
 HANGING_ENV_ID = "tf_vtrace_test/CartPoleHangs-v0"
 HANG_AT_STEP, HANG_RELEASE = [None], threading.Event()
 
 
-class HangsAtStep(gym.Wrapper):
-    def __init__(self, env):
-        super().__init__(env)
-        self.steps = 0
-
-    def step(self, action):
-        self.steps += 1
-        if HANG_AT_STEP[0] is not None and self.steps >= HANG_AT_STEP[0]:
-            HANG_RELEASE.wait(POLL_TIMEOUT_S)
-        return self.env.step(action)
+def _hang_from_hang_step(steps):
+    if HANG_AT_STEP[0] is not None and steps >= HANG_AT_STEP[0]:
+        HANG_RELEASE.wait(POLL_TIMEOUT_S)
 
 
-if HANGING_ENV_ID not in gym.registry:
-    gym.register(HANGING_ENV_ID, max_episode_steps=500,
-                 entry_point=lambda **kw: HangsAtStep(
-                     gym.make("CartPole-v1", **kw).unwrapped))
-
-if RAISING_ENV_ID not in gym.registry:
-    gym.register(RAISING_ENV_ID, max_episode_steps=500,
-                 entry_point=lambda **kw: RaisesAtStep(
-                     gym.make("CartPole-v1", **kw).unwrapped))
+_register(RAISING_ENV_ID, _raise_from_fail_step)
+_register(HANGING_ENV_ID, _hang_from_hang_step)
 
 
 def _weights(config):
