@@ -387,10 +387,14 @@ class _UpdateLoop:
         ends this, and the actors' `close` counts what is left
         (``discarded_unrolls``)."""
         self.actor.stop_acting(_DRAIN_TIMEOUT_S)
+        before = self.counters.updates
         try:
             while (self.actor.pending()
                    and self.counters.updates < self.config.num_updates):
                 self._update(stopping=True)
+            if self.counters.updates > before:
+                self.bar.write(f"learned on the {self.counters.updates - before}"
+                               " unrolls the actors had started")
         except KeyboardInterrupt:
             self.bar.write("a second signal: the unrolls left are dropped")
         except (NonFiniteUpdates, backends.ActorFailure) as error:
