@@ -56,7 +56,8 @@ flight, half acted) are learned on first, so that no env step acted is
 lost; an actor that has not handed its unroll in within `_DRAIN_TIMEOUT_S`
 (10 s) is given up on. Then the curve, a last checkpoint, the policy and the
 summary (``interrupted``, ``stop_signal``) are written. The same happens
-after an `ActorFailure` (with the other actors' unrolls). A second signal
+after an `ActorFailure` (with the other actors' unrolls). A multi-worker
+run stops after the update in progress (its hosts' updates must match). A second signal
 while those unrolls are learned on drops the rest; one while the outputs
 are written raises KeyboardInterrupt at once.
 """
@@ -385,7 +386,11 @@ class _UpdateLoop:
         They arrive within milliseconds; an actor that has not handed its
         unroll in after `_DRAIN_TIMEOUT_S`, a failure or a second Ctrl-C
         ends this, and the actors' `close` counts what is left
-        (``discarded_unrolls``)."""
+        (``discarded_unrolls``). Not in a multi-worker run: there every
+        host's learner joins each update's all-reduce, and hosts with
+        different numbers of unrolls left would wait for each other."""
+        if self.config.strategy == "multi_worker":
+            return
         self.actor.stop_acting(_DRAIN_TIMEOUT_S)
         before = self.counters.updates
         try:
