@@ -190,7 +190,8 @@ def test_a_stop_gives_up_on_an_actor_that_hangs():
 def test_a_stopped_run_learns_on_the_unrolls_the_actor_had_started(tmp_path):
     """`_UpdateLoop._drain`, as Ctrl-C runs it: every unroll the actor had
     started (queued or being acted) is learned on and recorded, and no
-    more is acted."""
+    more is acted. Not in a multi-worker run (its hosts' updates must
+    match)."""
     config = SMALL.replace(queue_size=2, total_env_steps=15 * 100)
     learner, actors = _learner(config), backends.make_actors(config)
     loop = train_lib._UpdateLoop(config, str(tmp_path), learner, resumed=False)
@@ -201,6 +202,10 @@ def test_a_stopped_run_learns_on_the_unrolls_the_actor_had_started(tmp_path):
         loop._update()
         _wait_until(lambda: actors._queue.full() and actors._waiting,
                     "a full queue and a waiting actor")
+        loop.config = config.replace(strategy="multi_worker")
+        loop._drain()
+        assert loop.counters.updates == 1 and actors.pending() == 3
+        loop.config = config
         loop._drain()
         assert loop.counters.updates == 4 and actors.pending() == 0
         assert actors.unrolls_per_actor == [4]
