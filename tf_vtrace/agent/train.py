@@ -30,8 +30,8 @@ learns (`tf_vtrace.agent.backends`). It writes into `out_dir`:
   actors to start), the fractions of that time the learner waited for unrolls
   and the actors for the learner (`_Idle`), the unrolls dropped at a stop
   (``discarded_unrolls``: 0 unless an actor did not hand in its unroll in
-  time or a second signal came, see below), and with ``config.eval_every`` the last and best
-  greedy evaluation (``eval_greedy_last``, ``eval_greedy_best``,
+  time or a second signal came, see below), and with ``config.eval_every``
+  the last and best greedy evaluation (``eval_greedy_last``, ``eval_greedy_best``,
   ``eval_best_env_steps``, ``evaluations``, ``eval_s``).
 
 With ``config.strategy`` other than ``"none"`` the learner's strategy is
@@ -57,9 +57,9 @@ lost; an actor that has not handed its unroll in within `_DRAIN_TIMEOUT_S`
 (10 s) is given up on. Then the curve, a last checkpoint, the policy and the
 summary (``interrupted``, ``stop_signal``) are written. The same happens
 after an `ActorFailure` (with the other actors' unrolls). A multi-worker
-run stops after the update in progress (its hosts' updates must match). A second signal
-while those unrolls are learned on drops the rest; one while the outputs
-are written raises KeyboardInterrupt at once.
+run stops after the update in progress (its hosts' updates must match). A
+second signal while those unrolls are learned on drops the rest; one while
+the outputs are written raises KeyboardInterrupt at once.
 """
 
 import collections
@@ -312,8 +312,8 @@ class _UpdateLoop:
     starts at update 0). `run` does the remaining updates until the last
     one, the first Ctrl-C / SIGTERM or a stopping error (`error`), then
     learns on the unrolls the actors had started (`_drain`; not after
-    `NonFiniteUpdates`), then (always) closes the progress bar, saves a last checkpoint, writes the
-    curve and closes the actors. `stats` are the loop's numbers for the
+    `NonFiniteUpdates`), then (always) closes the progress bar, saves a
+    last checkpoint, writes the curve and closes the actors. `stats` are the loop's numbers for the
     summary.
     """
 
@@ -363,13 +363,11 @@ class _UpdateLoop:
                     if stop.is_set():
                         raise KeyboardInterrupt
                     self._update()
-            except NonFiniteUpdates as error:
+            except (NonFiniteUpdates, backends.ActorFailure) as error:
                 self.error = error
                 self.bar.write(f"stopped: {error}")
-            except backends.ActorFailure as error:
-                self.error = error
-                self.bar.write(f"stopped: {error}")
-                self._drain()
+                if isinstance(error, backends.ActorFailure):
+                    self._drain()  # The other actors' unrolls.
             except KeyboardInterrupt:
                 self.interrupted = True
                 self.stop_signal = stop.signal_name or "SIGINT"
