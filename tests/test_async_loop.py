@@ -65,8 +65,18 @@ def _hang_from_hang_step(steps):
         HANG_RELEASE.wait(POLL_TIMEOUT_S)
 
 
+# The envs of actor thread 1 raise from their 12th step on; actor 0's never.
+RAISING_IN_ACTOR_1_ID = "tf_vtrace_test/CartPoleRaisesInActor1-v0"
+
+
+def _raise_in_actor_1(steps):
+    if threading.current_thread().name == "tf_vtrace-actor-1" and steps >= 12:
+        raise RuntimeError(f"boom at step {steps}")
+
+
 _register(RAISING_ENV_ID, _raise_from_fail_step)
 _register(HANGING_ENV_ID, _hang_from_hang_step)
+_register(RAISING_IN_ACTOR_1_ID, _raise_in_actor_1)
 
 
 def _weights(config):
@@ -282,6 +292,24 @@ def test_a_run_whose_actor_keeps_failing_writes_everything(tmp_path):
     assert summary["learner_updates"] == 2 and summary["backend"] == "thread"
     assert "boom" in summary["error"]
     assert (tmp_path / "policy" / "saved_model.pb").exists()
+
+
+def test_a_run_stopped_by_an_actor_failure_learns_on_the_others_unrolls(
+        tmp_path):
+    """Two actor threads; actor 1 fails (max_actor_failures 1) in its third
+    unroll: the run stops with `ActorFailure`, after learning on what actor
+    0 had queued or was acting. Every unroll acted is learned on; none is
+    dropped."""
+    config = Config(env_id=RAISING_IN_ACTOR_1_ID, num_envs=2, unroll_length=5,
+                    jit_compile=False, num_actors=2, max_actor_failures=1,
+                    total_env_steps=10 * 1000)
+    with pytest.raises(backends.ActorFailure, match="actor 1 failed"):
+        train_lib.train(config, str(tmp_path), progress=False)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert "boom" in summary["error"]
+    assert summary["unrolls_per_actor"][1] == 2
+    assert sum(summary["unrolls_per_actor"]) == summary["learner_updates"]
+    assert summary["discarded_unrolls"] == 0
 
 
 def test_async_run_learns_on_every_unroll_and_reports_lag_and_idle(tmp_path):
