@@ -117,6 +117,14 @@ def test_thread_actor_gives_the_local_actors_unrolls():
         local.close()
 
 
+def _wait_for_a_waiting_actor(actors):
+    """Until the queue is full and the one actor thread waits on `put` with
+    the next unroll acted (`queue_size` + 1 started)."""
+    _wait_until(lambda: actors._queue.full() and actors._waiting
+                and actors._acting == actors.config.queue_size + 1,
+                "a full queue and a waiting actor")
+
+
 def test_actors_run_ahead_by_the_queue_and_act_exactly_the_updates():
     """Not collected from, one actor fills the queue (`queue_size` 2), acts
     one more and then waits, idle; collected from, it acts the run's 6
@@ -128,8 +136,7 @@ def test_actors_run_ahead_by_the_queue_and_act_exactly_the_updates():
         actors.set_weights(_weights(config), 2)
         # Queue full and the third unroll acted: the thread waits on `put`
         # (under load acting it can take longer than the sleep below).
-        _wait_until(lambda: actors._queue.full() and actors._acting == 3
-                    and actors._waiting, "a full queue and a waiting actor")
+        _wait_for_a_waiting_actor(actors)
         idle = actors.idle_seconds()
         time.sleep(0.5)
         assert actors.idle_seconds() - idle > 0.4  # waiting on the full queue
@@ -153,8 +160,7 @@ def test_stop_acting_hands_in_the_started_unrolls_and_no_more():
     actors = backends.ThreadActors(config)
     try:
         actors.set_weights(_weights(config), 0)
-        _wait_until(lambda: actors._queue.full() and actors._waiting,
-                    "a full queue and a waiting actor")
+        _wait_for_a_waiting_actor(actors)
         actors.stop_acting(POLL_TIMEOUT_S)
         assert actors.pending() == 3
         for left in (2, 1, 0):
@@ -210,8 +216,7 @@ def test_a_stopped_run_learns_on_the_unrolls_the_actor_had_started(tmp_path):
     loop.bar = train_lib._progress_bar(config, False, 0)
     try:
         loop._update()
-        _wait_until(lambda: actors._queue.full() and actors._waiting,
-                    "a full queue and a waiting actor")
+        _wait_for_a_waiting_actor(actors)
         loop.config = config.replace(strategy="multi_worker")
         loop._drain()
         assert loop.counters.updates == 1 and actors.pending() == 3
