@@ -322,6 +322,40 @@ def test_actor_acts_with_learner_weights_from_lag_updates_ago(lag):
     actor.close()
 
 
+def test_a_prepared_unroll_updates_as_the_unroll_and_versions_stay_exact():
+    # `Learner.prepare` (the actor threads' conversion of the step's inputs)
+    # changes nothing in the update; the versions travel bit-cast in the
+    # step's one float32 output, exact past 2**24 (float32's last integer).
+    config = Config(num_envs=2, unroll_length=4, seed=5, jit_compile=False)
+    actor = actor_lib.LocalActor(config)
+    space = envs.env_spaces(config.env_id)[0]
+    plain, prepared = (learner_lib.Learner(config, space, actor.head_sizes)
+                       for _ in range(2))
+    prepared.model.set_weights(plain.model.get_weights())
+    for start in (0, 2**40 + 3):
+        for learner in (plain, prepared):
+            learner.optimizer.iterations.assign(start)
+        actor.set_weights(plain.get_weights(), max(0, start - 2))
+        unroll = actor.collect()
+        made = prepared.prepare(unroll)
+        assert made.keys() == unroll.keys()
+        assert all(made[key] is unroll[key] for key in unroll)
+        for tensor, key in zip(made.tensors, learner_lib.LEARNER_INPUTS):
+            np.testing.assert_array_equal(tensor.numpy(), unroll[key])
+        before = plain.get_weights()
+        one, other = plain.update(unroll), prepared.update(made)
+        assert one.version == other.version == start + 1
+        assert one.diagnostics["policy_lag"] == min(start, 2)
+        assert one.diagnostics == other.diagnostics
+        for a, b, now in zip(one.weights, other.weights,
+                             plain.model.get_weights()):
+            np.testing.assert_array_equal(a, b)
+            np.testing.assert_array_equal(a, now)
+        if start == 0:  # The update moved the weights (its lr is not 0).
+            assert not np.array_equal(before[0], one.weights[0])
+    actor.close()
+
+
 def test_learner_weights_are_keras_weights_and_actor_takes_them_exactly():
     # The learner's one-read copy and the actor's one-call assign (the
     # thread backend's fast path) keep Keras' order, shapes and values.

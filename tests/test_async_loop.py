@@ -94,24 +94,33 @@ def _wait_until(condition, what):
 def test_thread_actor_gives_the_local_actors_unrolls():
     """One thread with fixed weights acts exactly the unrolls a `LocalActor`
     of the same seed acts, in order: same keys, shapes, dtypes and values;
-    each carries the version of the weights it was acted with."""
+    each carries the version of the weights it was acted with, and went
+    through `prepare` on the actor's thread."""
     # Weights of another seed than the actors' own initial ones: version 0
     # must still be set (a thread that compared with its actor's version,
     # 0 before any weights, kept its own).
     weights = _weights(SMALL.replace(seed=9))
     local = actor.LocalActor(SMALL.replace(backend="local"))
     local.set_weights(weights, 0)
-    threads = backends.make_actors(SMALL)
+    prepared_on = []
+
+    def prepare(unroll):
+        prepared_on.append(threading.current_thread().name)
+        return dict(unroll, prepared=len(prepared_on))
+
+    threads = backends.make_actors(SMALL, prepare=prepare)
     assert isinstance(threads, backends.ThreadActors)
     try:
         threads.set_weights(weights, 0)
-        for _ in range(3):
+        for number in range(1, 4):
             theirs, ours = threads.collect(), local.collect()
+            assert theirs.pop("prepared") == number
             assert set(theirs) == set(actor.UNROLL_KEYS) == set(ours)
             for key in actor.UNROLL_KEYS:
                 assert np.asarray(theirs[key]).dtype == np.asarray(ours[key]).dtype
                 np.testing.assert_array_equal(theirs[key], ours[key], err_msg=key)
             assert int(theirs["policy_version"]) == 0
+        assert set(prepared_on) == {"tf_vtrace-actor-0"}
     finally:
         threads.close()
         local.close()

@@ -99,7 +99,7 @@ def actor_seed_offset(config, actor_index, worker_index=0):
     return (worker_index * config.num_actors + actor_index) * config.num_envs
 
 
-def make_actors(config, worker_index=0, start_update=0):
+def make_actors(config, worker_index=0, start_update=0, prepare=None):
     """The backend `config.backend` with `config.num_actors` actors.
 
     Args:
@@ -108,6 +108,10 @@ def make_actors(config, worker_index=0, start_update=0):
         module doc).
       start_update: The learner update the run starts at (a resumed run's;
         seeds, see `tf_vtrace.agent.actor.actor_seed`).
+      prepare: None, or a function of an unroll returning the unroll to
+        queue instead (`Learner.prepare`), called by the ``"thread"``
+        backend's actor threads, off the learner's thread. The other
+        backends return their unrolls as acted.
 
     Returns:
       An `ActorBackend` with ``head_sizes`` and ``version`` attributes.
@@ -118,6 +122,8 @@ def make_actors(config, worker_index=0, start_update=0):
             start_update=start_update)
     backend = {"thread": ThreadActors, "process": ProcessActors,
                "ray": RayActors}[config.backend]
+    if backend is ThreadActors:
+        return backend(config, worker_index, start_update, prepare)
     return backend(config, worker_index=worker_index, start_update=start_update)
 
 
@@ -185,13 +191,17 @@ class ThreadActors(actor_lib.ActorBackend):
     `Config.max_actor_failures` failures of one in a row raise
     `ActorFailure` from `collect`.
 
+    `prepare` (optional): a function each thread applies to its unroll
+    before queueing it (`make_actors`).
+
     `idle_seconds()`: the seconds the threads waited in all (on a full
     queue or for the first weights); `unrolls_per_actor`, `restarts_per_actor`: as the
     other backends'.
     """
 
-    def __init__(self, config, worker_index=0, start_update=0):
+    def __init__(self, config, worker_index=0, start_update=0, prepare=None):
         self.config, self.worker_index = config, worker_index
+        self._prepare = prepare or (lambda unroll: unroll)
         self.num_actors = config.num_actors
         _, action_space = envs.env_spaces(config.env_id)
         self.head_sizes = envs.head_sizes(action_space)
@@ -294,7 +304,7 @@ class ThreadActors(actor_lib.ActorBackend):
                 if version != held:  # (not local.version: 0 before any)
                     local.set_weights(weights, version)
                     held = version
-                unroll = local.collect()
+                unroll = self._prepare(local.collect())
                 holding = False
                 if not self._put(("unroll", index, unroll)):
                     return

@@ -182,6 +182,12 @@ def _slice_envs(unroll, keys, replica, replicas):
         else unroll[key][:, envs_slice]) for key in keys]
 
 
+class _PreparedUnroll(dict):
+    """An unroll with `tensors`: the step's inputs (`Learner.prepare`)."""
+
+    tensors = None
+
+
 def _time_batch_apply(model, observations):
     """The model on [T, B, ...] observations as one [T·B, ...] batch."""
     shape = tf.shape(observations)
@@ -250,10 +256,10 @@ class Learner:
         # called flat, it skips tf.function's argument matching, a third of
         # the learner thread's time (it holds the GIL the actors share).
         self._concrete_steps = {}
-        self._weight_shapes = [tuple(v.shape) for v in self.model.weights]
-        # Where each weight ends in the concatenated vector (but the last).
-        self._weight_splits = np.cumsum(
-            [int(np.prod(shape)) for shape in self._weight_shapes])[:-1]
+        # Where each weight lies in the concatenated vector, and its shape.
+        shapes = [tuple(v.shape) for v in self.model.weights]
+        ends = np.cumsum([int(np.prod(shape)) for shape in shapes]).tolist()
+        self._weight_slices = list(zip([0] + ends[:-1], ends, shapes))
         self._flat_weights = (
             tf.function(self._concatenated_weights, autograph=False)
             .get_concrete_function() if self.strategy is None else None)
@@ -275,8 +281,8 @@ class Learner:
 
     def _split_weights(self, flat):
         """The flat weights vector as `get_weights`' list (views of it)."""
-        return [part.reshape(shape) for part, shape in zip(
-            np.split(flat, self._weight_splits), self._weight_shapes)]
+        return [flat[start:end].reshape(shape)
+                for start, end, shape in self._weight_slices]
 
     def _concatenated_weights(self):
         return tf.concat([tf.reshape(tf.cast(v, tf.float32), [-1])
@@ -352,10 +358,12 @@ class Learner:
         return self._packed(self._apply(*self._loss_and_gradients(*inputs)))
 
     def _train_step(self, *inputs):
-        """The packed diagnostics, the learner versions before and after
-        the update, and the weights after it (flat): all the loop needs
-        from an update in one call, each extra call costing the learner
-        thread a wait for the interpreter lock the actor threads hold.
+        """All the loop needs from an update, as one float32 vector: the
+        packed diagnostics, the learner versions before and after the
+        update (int64, bit-cast to two float32 each: exact at any count)
+        and the weights after it (flat). One vector is one copy to the
+        host; each call or copy costs the learner thread a wait for the
+        interpreter lock the actor threads hold (`_step_outputs` splits it).
 
         The reads are outside the (XLA-)compiled update, ordered after it
         by the graph's automatic control dependencies: as outputs of the
@@ -363,8 +371,12 @@ class Learner:
         test suite under load."""
         before = tf.identity(self.optimizer.iterations)
         packed = self._compiled_update(*inputs)
-        versions = tf.stack([before, tf.identity(self.optimizer.iterations)])
-        return packed, versions, self._concatenated_weights()
+        versions = tf.cast(
+            tf.stack([before, tf.identity(self.optimizer.iterations)]),
+            tf.int64)
+        return tf.concat([packed,
+                          tf.reshape(tf.bitcast(versions, tf.float32), [-1]),
+                          self._concatenated_weights()], 0)
 
     def _packed(self, diagnostics):
         """The diagnostics as one float32 vector (one copy to the host per
@@ -423,15 +435,6 @@ class Learner:
                 unroll, self._input_keys,
                 context.replica_id_in_sync_group % local, local))
 
-    def _concrete_step(self, inputs):
-        """The step's concrete function for `inputs`' shapes and dtypes."""
-        signature = tuple((tuple(x.shape), x.dtype) for x in inputs)
-        concrete = self._concrete_steps.get(signature)
-        if concrete is None:
-            concrete = self._step.get_concrete_function(*inputs)
-            self._concrete_steps[signature] = concrete
-        return concrete
-
     def _diagnostics(self, packed, version_before, unroll):
         """`step`'s dict: the packed diagnostics and the policy lag."""
         lag = version_before - int(unroll["policy_version"])
@@ -444,24 +447,51 @@ class Learner:
         if self.strategy is not None:
             diagnostics = self.step(unroll)
             return Update(diagnostics, self.version, self.get_weights())
-        packed, versions, flat = self._one_device_step(unroll)
-        before, after = versions.numpy().tolist()
-        return Update(self._diagnostics(packed.numpy(), before, unroll),
-                      after, self._split_weights(flat.numpy()))
+        packed, before, after, flat = self._step_outputs(unroll)
+        return Update(self._diagnostics(packed, before, unroll), after,
+                      self._split_weights(flat))
 
-    def _one_device_step(self, unroll):
-        """`_train_step`'s outputs on `unroll` (called flat)."""
-        inputs = self._inputs(unroll)
-        return _tape.call_concrete_unrecorded(self._concrete_step(inputs),
-                                              inputs)
+    def prepare(self, unroll):
+        """`unroll` with the step's input tensors made from it, for an actor
+        thread to call before it queues the unroll: the learner thread, the
+        pipeline's slower side, then skips their conversion (issue 19,
+        docs/performance.md). A dict equal to `unroll`; unchanged under a
+        strategy, whose inputs are per replica."""
+        if self.strategy is not None:
+            return unroll
+        prepared = _PreparedUnroll(unroll)
+        prepared.tensors = [tf.convert_to_tensor(unroll[key])
+                            for key in self._input_keys]
+        return prepared
+
+    def _step_outputs(self, unroll):
+        """`_train_step` on `unroll`, called flat, split on the host:
+        `(packed diagnostics, version before, version after, flat weights)`,
+        numpy views of its one output."""
+        arrays = [np.asarray(unroll[key]) for key in self._input_keys]
+        # The signature from the numpy arrays: an EagerTensor's `shape`
+        # releases the interpreter lock, and under load each took ≈40 µs to
+        # get it back from an actor thread (docs/performance.md).
+        signature = tuple((array.shape, array.dtype) for array in arrays)
+        inputs = getattr(unroll, "tensors", None)
+        if inputs is None:
+            inputs = [tf.convert_to_tensor(array) for array in arrays]
+        concrete = self._concrete_steps.get(signature)
+        if concrete is None:
+            concrete = self._step.get_concrete_function(*inputs)
+            self._concrete_steps[signature] = concrete
+        out = _tape.call_concrete_unrecorded(concrete, inputs).numpy()
+        count = len(self._diagnostic_keys)
+        before, after = out[count:count + 4].view(np.int64).tolist()
+        return out[:count], before, after, out[count + 4:]
 
     def step(self, unroll):
         """One update on `unroll` (an actor's dict); returns the diagnostics
         as Python floats, plus ``policy_lag`` (learner version − the
         unroll's policy version, before this update)."""
         if self.strategy is None:
-            packed, versions, _ = self._one_device_step(unroll)
-            return self._diagnostics(packed.numpy(), int(versions[0]), unroll)
+            packed, before, _, _ = self._step_outputs(unroll)
+            return self._diagnostics(packed, before, unroll)
         version_before = self.version
         packed = self._step(*self._distributed_inputs(unroll)).numpy()
         return self._diagnostics(packed, version_before, unroll)

@@ -155,7 +155,8 @@ class Recorder:
     @property
     def mean_return(self):
         """Mean return of the last 100 finished episodes (NaN before one)."""
-        return float(np.mean(self.recent_returns)) if self.recent_returns else float("nan")
+        returns = self.recent_returns  # (np.mean of a deque: ≈20x slower)
+        return sum(returns) / len(returns) if returns else float("nan")
 
     def record(self, env_steps, unroll, diagnostics, counters):
         """Logs one update: its unroll's finished episodes, the learner's

@@ -599,7 +599,8 @@ def train(config, out_dir, progress=True, restart=False):
             config, learner.model, head_sizes, out_dir,
             loop.counters.env_steps if resumed else None)
     loop.run(backends.make_actors(config, worker_index=worker_index,
-                                  start_update=loop.counters.updates),
+                                  start_update=loop.counters.updates,
+                                  prepare=learner.prepare),
              progress, evaluation)
     export.export_policy(
         learner.model, os.path.join(out_dir, "policy"), head_sizes,
