@@ -228,7 +228,7 @@ def test_a_run_written_before_a_field_existed_is_the_same_run(tmp_path):
     """A config.json without the fields added since (queue_size,
     vector_env, optimizer) matches a config with the values that behave as
     the code did then (a queue of 1, gymnasium's vector env, Adam), not a
-    default that changed since (a queue of 2, vector_env "auto", RMSProp),
+    default that changed since (a deeper queue, vector_env "auto", RMSProp),
     which is named;
     a value other than the default is named too."""
     config = Config(backend="local", num_envs=2, jit_compile=False,

@@ -154,12 +154,13 @@ class Config:
         compiled function). The learner, the export and the evaluation
         always use TensorFlow; the two agree to float32 rounding.
       queue_size: Unrolls the ``"thread"`` backend's actors may queue ahead
-        of the learner (they wait while it is full). 2: the second unroll
-        absorbs the jitter between the actor's and the learner's turns on
-        2 cores, where with 1 the actor (the faster side) waited ≈ 20 % of
-        the time; the policy lag is ≈ 2.1–2.5 updates instead of ≈ 1.8, and
-        with RMSProp the 30 seeds learned as well as with 1 (docs/agent.md;
-        with Adam they had not, so it was 1 until December 2026).
+        of the learner (they wait while it is full). 8: on 2 cores the
+        actor thread and the learner run at rates within a few per cent of
+        each other, which drift as the episodes lengthen; the queue absorbs
+        that and the jitter of their turns, so that each waits under 10 %
+        of the time (with 2, the actor waited 10–16 %); the policy lag is
+        ≈ 5–7 updates (docs/agent.md: the 30 seeds' learning with it; it
+        was 1 until 6 December 2026, then 2).
       strategy: The learner's `tf.distribute` strategy: ``"none"`` (one
         device), ``"mirrored"`` (`tf.distribute.MirroredStrategy` over this
         host's GPUs, else its logical CPU devices) or ``"multi_worker"``
@@ -205,7 +206,7 @@ class Config:
     checkpoint_every: int = 200
     backend: str = "thread"
     num_actors: int = 1
-    queue_size: int = 2
+    queue_size: int = 8
     vector_env: str = "auto"
     actor_inference: str = "auto"
     strategy: str = "none"
