@@ -155,12 +155,12 @@ class Config:
         always use TensorFlow; the two agree to float32 rounding.
       queue_size: Unrolls the ``"thread"`` backend's actors may queue ahead
         of the learner (they wait while it is full). 8: on 2 cores the
-        actor thread and the learner run at rates within a few per cent of
-        each other, which drift as the episodes lengthen; the queue absorbs
-        that and the jitter of their turns, so that each waits under 10 %
-        of the time (with 2, the actor waited 10–16 %); the policy lag is
-        ≈ 5–7 updates (docs/agent.md: the 30 seeds' learning with it; it
-        was 1 until 6 December 2026, then 2).
+        actor thread and the learner now run at rates a few per cent apart,
+        and the deeper queue absorbs the jitter of their turns: both waited
+        ≤ 10 % of the time in 7 of 8 runs, against 7 of 12 with 4 and 0 of
+        4 with 2 (docs/scaling.md); the policy lag is ≈ 5–7 updates
+        (docs/agent.md: the 30 seeds' learning with it). It was 1 until
+        6 December 2026, then 2.
       strategy: The learner's `tf.distribute` strategy: ``"none"`` (one
         device), ``"mirrored"`` (`tf.distribute.MirroredStrategy` over this
         host's GPUs, else its logical CPU devices) or ``"multi_worker"``
