@@ -468,7 +468,7 @@ class Learner:
         """`unroll` with the step's input tensors made from it, for an actor
         thread to call before it queues the unroll: the learner thread, the
         pipeline's slower side, then skips their conversion (issue 19,
-        docs/performance.md). A dict equal to `unroll`; unchanged under a
+        docs/scaling.md). A dict equal to `unroll`; unchanged under a
         strategy, whose inputs are per replica."""
         if self.strategy is not None:
             return unroll
@@ -484,7 +484,7 @@ class Learner:
         arrays = [np.asarray(unroll[key]) for key in self._input_keys]
         # The signature from the numpy arrays: an EagerTensor's `shape`
         # releases the interpreter lock, and under load each took ≈40 µs to
-        # get it back from an actor thread (docs/performance.md).
+        # get it back from an actor thread (docs/scaling.md).
         signature = tuple((array.shape, array.dtype) for array in arrays)
         inputs = getattr(unroll, "tensors", None)
         if inputs is None:
