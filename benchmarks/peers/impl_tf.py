@@ -184,7 +184,8 @@ def build_learner_step(name, inputs):
         # The Keras that tf.keras is: tf_keras in a worker started with
         # TF_USE_LEGACY_KERAS=1 (run_peers.WORKER_ENV), else Keras 3.
         jit_compile, steps_per_execution = KERAS_STEPS[name]
-        return _KerasStep(inputs, jit_compile, steps_per_execution)
+        return _KerasStep(inputs, jit_compile, steps_per_execution,
+                          legacy_sgd=name.endswith(LEGACY_SGD))
     make_step, jit_compile = LEARNER_STEPS[name]
     return make_step(jit_compile)(*_tensors(inputs, LOGITS_KEYS))
 
@@ -201,7 +202,14 @@ KERAS_STEPS = {
     "tf_vtrace ImpalaLoss in fit, 16 steps per call": (None, 16),
     "tf_vtrace ImpalaLoss in jit fit, 16 steps per call": (True, 16),
     "tf_vtrace ImpalaLoss in tf_keras jit fit, 16 steps per call": (True, 16),
+    "tf_vtrace ImpalaLoss in tf_keras jit fit, 16 steps per call, legacy SGD":
+        (True, 16),
 }
+# The row suffix for tf_keras' `optimizers.legacy.SGD`: plain SGD in one pass
+# over the variable (`ResourceApplyGradientDescent`), as Keras 3's SGD without
+# momentum and rlax's step; tf_keras' current SGD always keeps and updates a
+# momentum slot, a second pass.
+LEGACY_SGD = ", legacy SGD"
 
 
 class _KerasStep:
@@ -220,7 +228,8 @@ class _KerasStep:
     taken once through the same loss object.
     """
 
-    def __init__(self, inputs, jit_compile=None, steps_per_execution=1):
+    def __init__(self, inputs, jit_compile=None, steps_per_execution=1,
+                 legacy_sgd=False):
         from tf_vtrace.keras import ImpalaLoss, keras, pack_targets
 
         batch_major = {k: tf.transpose(tf.constant(inputs[k]), [1, 0, 2] if
@@ -249,7 +258,9 @@ class _KerasStep:
         x = tf.zeros([y_pred.shape[0], 1])
         model = keras.Sequential([keras.Input((1,)), Predictions()])
         compile_args = {} if jit_compile is None else {"jit_compile": jit_compile}
-        model.compile(optimizer=keras.optimizers.SGD(0.0), loss=self.loss,
+        sgd = (keras.optimizers.legacy.SGD if legacy_sgd
+               else keras.optimizers.SGD)
+        model.compile(optimizer=sgd(0.0), loss=self.loss,
                       steps_per_execution=steps_per_execution, **compile_args)
         self.steps_per_call = steps_per_execution
         model.make_train_function()

@@ -60,12 +60,15 @@ IMPLEMENTATIONS.update({
     "tf_vtrace ImpalaLoss in fit, 16 steps per call": (".venv", "impl_tf"),
     "tf_vtrace ImpalaLoss in jit fit, 16 steps per call": (".venv", "impl_tf"),
     "tf_vtrace ImpalaLoss in tf_keras jit fit, 16 steps per call": (".venv", "impl_tf"),
+    "tf_vtrace ImpalaLoss in tf_keras jit fit, 16 steps per call, legacy SGD":
+        (".venv", "impl_tf"),
 })
 # Environment a worker needs (tf_keras replaces Keras 3 only when this is set
 # before TensorFlow is imported).
 WORKER_ENV = {name: {"TF_USE_LEGACY_KERAS": "1"} for name in (
     "tf_vtrace ImpalaLoss in tf_keras fit", "tf_vtrace ImpalaLoss in tf_keras jit fit",
-    "tf_vtrace ImpalaLoss in tf_keras jit fit, 16 steps per call")}
+    "tf_vtrace ImpalaLoss in tf_keras jit fit, 16 steps per call",
+    "tf_vtrace ImpalaLoss in tf_keras jit fit, 16 steps per call, legacy SGD")}
 BEFORE = " (before)"  # suffix of the rows run from the --baseline checkout
 BASELINE_ROOT = None  # set by --baseline
 REFERENCE = "tf_vtrace"
