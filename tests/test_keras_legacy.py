@@ -43,8 +43,8 @@ SCRIPT = textwrap.dedent("""
     obs = rng.normal(size=(B, T + 1, OBS)).astype(np.float32)
     y_true = pack_targets(**data)
 
-    tf.random.set_seed(0)
-    inp = tf_keras.Input((None, OBS))
+    tf_keras.utils.set_random_seed(0)  # (tf.random.set_seed leaves tf_keras'
+    inp = tf_keras.Input((None, OBS))   # initializers to Python's `random`)
     hidden = tf_keras.layers.Dense(16, activation="tanh")(inp)
     out = tf_keras.layers.Concatenate()(
         [tf_keras.layers.Dense(A)(hidden), tf_keras.layers.Dense(1)(hidden)])

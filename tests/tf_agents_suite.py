@@ -93,7 +93,11 @@ def make_agent(env, seed=0, logits_network=False, optimizer=None, recurrent=(),
                **options):
     """An agent with small networks; `recurrent` names the LSTM ones
     ("actor", "value"), the others are feed-forward."""
-    tf.random.set_seed(seed)
+    # tf_keras' unseeded initializers draw their seeds from Python's `random`
+    # (seeded from the OS at start), not from `tf.random.set_seed`: with that
+    # alone each process got other weights, and a CI run of the saver round
+    # trip met a greedy policy that took one action only (7 December 2026).
+    tf_keras.utils.set_random_seed(seed)
     observation_spec, action_spec = env.observation_spec(), env.action_spec()
     if logits_network:  # any Network that outputs logits will do
         actor = sequential.Sequential([
