@@ -436,7 +436,8 @@ class Learner:
                 "truncation_values": inputs.truncation_values}
 
     def _inputs(self, unroll):
-        return _slice_envs(unroll, self._input_keys, 0, 1)
+        """The step's inputs from `unroll`, as tensors (all its envs)."""
+        return [tf.convert_to_tensor(unroll[key]) for key in self._input_keys]
 
     def _distributed_inputs(self, unroll):
         """Per-replica inputs: each local replica's slice of the envs.
@@ -473,22 +474,19 @@ class Learner:
         if self.strategy is not None:
             return unroll
         prepared = _PreparedUnroll(unroll)
-        prepared.tensors = [tf.convert_to_tensor(unroll[key])
-                            for key in self._input_keys]
+        prepared.tensors = self._inputs(unroll)
         return prepared
 
     def _step_outputs(self, unroll):
         """`_train_step` on `unroll`, called flat, split on the host:
         `(packed diagnostics, version before, version after, flat weights)`,
         numpy views of its one output."""
-        arrays = [np.asarray(unroll[key]) for key in self._input_keys]
         # The signature from the numpy arrays: an EagerTensor's `shape`
         # releases the interpreter lock, and under load each took ≈40 µs to
         # get it back from an actor thread (docs/scaling.md).
-        signature = tuple((array.shape, array.dtype) for array in arrays)
-        inputs = getattr(unroll, "tensors", None)
-        if inputs is None:
-            inputs = [tf.convert_to_tensor(array) for array in arrays]
+        signature = tuple((array.shape, array.dtype) for array in
+                          (np.asarray(unroll[key]) for key in self._input_keys))
+        inputs = getattr(unroll, "tensors", None) or self._inputs(unroll)
         concrete = self._concrete_steps.get(signature)
         if concrete is None:
             concrete = self._step.get_concrete_function(*inputs)
