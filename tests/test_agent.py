@@ -42,6 +42,8 @@ GAMMA = 0.99
     (dict(max_episode_steps=0), "max_episode_steps", ">= 1"),
     (dict(entropy_cost=-0.1), "entropy_cost", ">= 0"),
     (dict(backend="local", num_actors=2), "num_actors", "'local'"),
+    (dict(checkpoint_every=0), "checkpoint_every", ">= 1"),
+    (dict(checkpoint_every_s=0), "checkpoint_every_s", "positive number"),
 ])
 def test_bad_config_names_the_field(changes, field, expected):
     with pytest.raises(ValueError, match=rf"Config\.{field}.*") as error:

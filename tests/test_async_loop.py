@@ -348,6 +348,36 @@ def test_async_run_learns_on_every_unroll_and_reports_lag_and_idle(tmp_path):
         pytest.approx(1, abs=1e-3)
 
 
+def _kept_checkpoints(out_dir):
+    """The numbers of the checkpoints in ``out_dir/checkpoints``."""
+    return sorted(int(path.name[len("ckpt-"):-len(".index")]) for path in
+                  (out_dir / "checkpoints").glob("ckpt-*.index"))
+
+
+@pytest.mark.parametrize("changes, kept", [
+    # Never due in the run: the one at the end only.
+    (dict(checkpoint_every_s=3600.), [6]),
+    # Due after every update: the last two kept.
+    (dict(checkpoint_every_s=1e-9), [5, 6]),
+    # An update count, where given, rules: 2, 4 (and 6, the end).
+    (dict(checkpoint_every_s=1e-9, checkpoint_every=2), [4, 6]),
+])
+def test_checkpoints_are_timed_unless_an_update_count_is_given(
+        tmp_path, changes, kept):
+    config = SMALL.replace(**changes)
+    train_lib.train(config, str(tmp_path), progress=False)
+    assert _kept_checkpoints(tmp_path) == kept
+
+
+def test_a_multi_worker_run_checkpoints_by_updates():
+    """Its hosts must checkpoint at the same update; their clocks differ."""
+    assert Config().checkpoint_updates is None
+    assert Config(checkpoint_every=7).checkpoint_updates == 7
+    assert Config(strategy="multi_worker").checkpoint_updates == 200
+    assert Config(strategy="multi_worker",
+                  checkpoint_every=7).checkpoint_updates == 7
+
+
 class _IdleClock:
     """An actor backend's `idle_seconds` and `unrolls_per_actor`, advanced
     by the test."""

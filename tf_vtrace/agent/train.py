@@ -13,7 +13,8 @@ learns (`tf_vtrace.agent.backends`). It writes into `out_dir`:
   (see `tf_vtrace.agent.recording`);
 * ``checkpoints/``: a `tf.train.Checkpoint` of the network, the optimizer
   and the loop's state (counters, the policy-lag weight history) every
-  ``config.checkpoint_every`` updates and at the end, the last two kept;
+  ``config.checkpoint_every_s`` seconds (or ``config.checkpoint_every``
+  updates) and at the end, the last two kept;
 * ``policy/``: the SavedModel of `tf_vtrace.export.export_policy`;
 * with ``config.eval_every``: ``evaluations.csv`` and ``policy_best/``, the
   policy of the best greedy evaluation (`tf_vtrace.agent.evaluate.
@@ -340,6 +341,8 @@ class _UpdateLoop:
         self.evaluation = None  # Set by `run`.
         self.warm_start = self.loop_start = self.loop_end = None
         self.idle = _Idle(config)
+        # `time.monotonic()` when a timed checkpoint is due.
+        self.next_checkpoint = time.monotonic() + config.checkpoint_every_s
         # The current streak of skipped updates, and what was non-finite.
         self.streak, self.streak_names = 0, set()
 
@@ -430,9 +433,17 @@ class _UpdateLoop:
         if not stopping:
             self._evaluate_if_due()
         self._show(rates, diagnostics)
-        if counters.updates % config.checkpoint_every == 0 and not stopping:
+        if not stopping and self._checkpoint_due():
             with self.idle.paused(self.actor):
                 self._save()
+
+    def _checkpoint_due(self):
+        """Every `Config.checkpoint_updates` updates, or where that is None
+        `Config.checkpoint_every_s` seconds after the last checkpoint."""
+        every = self.config.checkpoint_updates
+        if every is not None:
+            return self.counters.updates % every == 0
+        return time.monotonic() >= self.next_checkpoint
 
     def _show(self, rates, diagnostics):
         """Advances the progress bar; its numbers are set at most once per
@@ -500,6 +511,7 @@ class _UpdateLoop:
         self.checkpoints.save(
             self.counters.updates,
             _run_dir.encode_state(state, self.history.kept()))
+        self.next_checkpoint = time.monotonic() + self.config.checkpoint_every_s
         if self.evaluation is not None:
             self.evaluation.write_best()
 
