@@ -94,36 +94,50 @@ def _wait_until(condition, what):
 def test_thread_actor_gives_the_local_actors_unrolls():
     """One thread with fixed weights acts exactly the unrolls a `LocalActor`
     of the same seed acts, in order: same keys, shapes, dtypes and values;
-    each carries the version of the weights it was acted with, and went
-    through `prepare` on the actor's thread."""
+    each carries the version of the weights it was acted with."""
     # Weights of another seed than the actors' own initial ones: version 0
     # must still be set (a thread that compared with its actor's version,
     # 0 before any weights, kept its own).
     weights = _weights(SMALL.replace(seed=9))
     local = actor.LocalActor(SMALL.replace(backend="local"))
     local.set_weights(weights, 0)
-    prepared_on = []
-
-    def prepare(unroll):
-        prepared_on.append(threading.current_thread().name)
-        return dict(unroll, prepared=len(prepared_on))
-
-    threads = backends.make_actors(SMALL, prepare=prepare)
+    threads = backends.make_actors(SMALL)
     assert isinstance(threads, backends.ThreadActors)
     try:
         threads.set_weights(weights, 0)
-        for number in range(1, 4):
+        for _ in range(3):
             theirs, ours = threads.collect(), local.collect()
-            assert theirs.pop("prepared") == number
             assert set(theirs) == set(actor.UNROLL_KEYS) == set(ours)
             for key in actor.UNROLL_KEYS:
                 assert np.asarray(theirs[key]).dtype == np.asarray(ours[key]).dtype
                 np.testing.assert_array_equal(theirs[key], ours[key], err_msg=key)
             assert int(theirs["policy_version"]) == 0
-        assert set(prepared_on) == {"tf_vtrace-actor-0"}
     finally:
         threads.close()
         local.close()
+
+
+def test_the_actor_thread_prepares_while_the_learner_is_behind():
+    """Not collected from, the actor fills a queue of 4 and acts a fifth
+    unroll: those queued with fewer than half the queue full (the 1st, the
+    2nd) go as acted, for the learner to convert; those queued behind at
+    least two (3rd to 5th) through `prepare`, on the actor's thread."""
+    config = SMALL.replace(queue_size=4)
+    prepared_on = []
+
+    def prepare(unroll):
+        prepared_on.append(threading.current_thread().name)
+        return dict(unroll, prepared=True)
+
+    actors = backends.make_actors(config, prepare=prepare)
+    try:
+        actors.set_weights(_weights(config), 0)
+        _wait_for_a_waiting_actor(actors)
+        assert [actors.collect().get("prepared", False)
+                for _ in range(5)] == [False, False, True, True, True]
+        assert prepared_on == ["tf_vtrace-actor-0"] * 3
+    finally:
+        actors.close()
 
 
 def _wait_for_a_waiting_actor(actors):

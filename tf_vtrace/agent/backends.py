@@ -110,8 +110,9 @@ def make_actors(config, worker_index=0, start_update=0, prepare=None):
         seeds, see `tf_vtrace.agent.actor.actor_seed`).
       prepare: None, or a function of an unroll returning the unroll to
         queue instead (`Learner.prepare`), called by the ``"thread"``
-        backend's actor threads, off the learner's thread. The other
-        backends return their unrolls as acted.
+        backend's actor threads, off the learner's thread, while the
+        learner is behind (`ThreadActors`). The other backends return
+        their unrolls as acted.
 
     Returns:
       An `ActorBackend` with ``head_sizes`` and ``version`` attributes.
@@ -191,8 +192,17 @@ class ThreadActors(actor_lib.ActorBackend):
     `Config.max_actor_failures` failures of one in a row raise
     `ActorFailure` from `collect`.
 
-    `prepare` (optional): a function each thread applies to its unroll
-    before queueing it (`make_actors`).
+    `prepare` (optional): a function a thread applies to its unroll before
+    queueing it while the learner is behind (`make_actors`): while at least
+    half the queue is full. The two sides share the interpreter lock, so
+    work that either could do is best done by the faster one: with a
+    backlog the learner is the slower side and the actor prepares; with
+    the queue emptier the learner is waiting, and the unroll goes as it
+    is (the learner converts it itself). This feedback keeps the two rates
+    level as they drift within a run (the actor's grows as episodes
+    lengthen): in the bench's command, both sides waited ≤ 10 % of the
+    time in 10 runs of 10 this way, 6 of 10 with the actor always
+    preparing (docs/scaling.md).
 
     `idle_seconds()`: the seconds the threads waited in all (on a full
     queue or for the first weights); `unrolls_per_actor`, `restarts_per_actor`: as the
@@ -202,6 +212,7 @@ class ThreadActors(actor_lib.ActorBackend):
     def __init__(self, config, worker_index=0, start_update=0, prepare=None):
         self.config, self.worker_index = config, worker_index
         self._prepare = prepare or (lambda unroll: unroll)
+        self._backlog = max(1, config.queue_size // 2)  # `_learner_behind`
         self.num_actors = config.num_actors
         _, action_space = envs.env_spaces(config.env_id)
         self.head_sizes = envs.head_sizes(action_space)
@@ -290,6 +301,10 @@ class ThreadActors(actor_lib.ActorBackend):
                 return False
         return self._wait(put)
 
+    def _learner_behind(self):
+        """Whether at least half the queue is full (`prepare`)."""
+        return self._queue.qsize() >= self._backlog
+
     def _act(self, index, local):
         """The thread of actor `index`: acts until the tickets run out or
         the backend stops; a failure is queued for `collect` to handle."""
@@ -304,7 +319,9 @@ class ThreadActors(actor_lib.ActorBackend):
                 if version != held:  # (not local.version: 0 before any)
                     local.set_weights(weights, version)
                     held = version
-                unroll = self._prepare(local.collect())
+                unroll = local.collect()
+                if self._learner_behind():
+                    unroll = self._prepare(unroll)
                 holding = False
                 if not self._put(("unroll", index, unroll)):
                     return

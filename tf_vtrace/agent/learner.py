@@ -467,10 +467,11 @@ class Learner:
 
     def prepare(self, unroll):
         """`unroll` with the step's input tensors made from it, for an actor
-        thread to call before it queues the unroll: the learner thread, the
-        pipeline's slower side, then skips their conversion (issue 19,
-        docs/scaling.md). A dict equal to `unroll`; unchanged under a
-        strategy, whose inputs are per replica."""
+        thread to call before it queues the unroll while the learner is the
+        slower side: the learner then skips their conversion (issue 19,
+        `tf_vtrace.agent.backends.ThreadActors`, docs/scaling.md). A dict
+        equal to `unroll`; unchanged under a strategy, whose inputs are per
+        replica."""
         if self.strategy is not None:
             return unroll
         prepared = _PreparedUnroll(unroll)
