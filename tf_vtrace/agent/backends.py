@@ -198,11 +198,12 @@ class ThreadActors(actor_lib.ActorBackend):
     work that either could do is best done by the faster one: with a
     backlog the learner is the slower side and the actor prepares; with
     the queue emptier the learner is waiting, and the unroll goes as it
-    is (the learner converts it itself). This feedback keeps the two rates
-    level as they drift within a run (the actor's grows as episodes
-    lengthen): in the bench's command, both sides waited ≤ 10 % of the
-    time in 10 runs of 10 this way, 6 of 10 with the actor always
-    preparing (docs/scaling.md).
+    is (the learner converts it itself). The queue's depth is the feedback
+    that moves this work as the two rates drift within a run. It moves
+    ≈ 60 µs of an update's ≈ 2 ms, so it levels small differences only:
+    in the bench's command both sides waited ≤ 10 % of the time in 19
+    runs of 22 this way, 17 of 22 with the actor always preparing
+    (docs/scaling.md).
 
     `idle_seconds()`: the seconds the threads waited in all (on a full
     queue or for the first weights); `unrolls_per_actor`, `restarts_per_actor`: as the
