@@ -10,7 +10,7 @@ multi-discrete actions only).
 import dataclasses
 
 __all__ = ["ACTOR_INFERENCE", "BACKENDS", "CORES", "CORRECTIONS", "Config",
-           "OPTIMIZERS", "STRATEGIES"]
+           "MULTI_WORKER_CHECKPOINT_EVERY", "OPTIMIZERS", "STRATEGIES"]
 
 # `tf_vtrace.agent.backends` implements BACKENDS.
 BACKENDS = ("thread", "local", "process", "ray")
@@ -140,9 +140,10 @@ class Config:
         multi-worker run, whose hosts must all checkpoint at the same
         update: there every `MULTI_WORKER_CHECKPOINT_EVERY` (200) updates.
       checkpoint_every_s: Seconds of training between checkpoints (when
-        `checkpoint_every` is None). By time, not updates: the default
-        pipeline makes 300-450 updates a second on 2 cores, and a
-        checkpoint (≈ 50 ms) every 200 of them was ≈ 10 % of its wall time.
+        `checkpoint_every` is None; not in a multi-worker run). By time,
+        not updates: the default pipeline makes hundreds of updates a
+        second on 2 cores, and a checkpoint (≈ 50 ms) every 200 of them
+        was ≈ 10 % of its wall time.
       backend: Where the actors run: ``"thread"`` (threads of this
         process acting while the learner learns: the default),
         ``"local"`` (in this process, in turn with the learner: the

@@ -361,6 +361,11 @@ class _UpdateLoop:
         if self.resumed:
             self.bar.write(f"resuming at update {counters.updates} "
                            f"(env step {counters.env_steps})")
+        if self.config.checkpoint_every is None and self.config.checkpoint_updates:
+            self.bar.write(f"checkpoints every {self.config.checkpoint_updates}"
+                           " updates (--checkpoint-every), not by time: a "
+                           "multi-worker run's hosts must checkpoint at the "
+                           "same update")
         with _stop_on_signals() as stop:
             try:
                 for _ in range(self.config.num_updates - counters.updates):
