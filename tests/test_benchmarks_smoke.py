@@ -89,6 +89,7 @@ def test_bench_agent_quick_reads_our_run(tmp_path):
         check=False)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "| tf_vtrace | 0 |" in completed.stdout
+    assert "| 0 | " in completed.stdout.split("Issue 19's goals")[1]
     (record,) = json.loads((tmp_path / "bench_agent.json").read_text())["records"]
     # 20k rounded up to whole unrolls of the default 16 envs × 20 steps.
     assert record["env_steps"] == 63 * 16 * 20
@@ -101,3 +102,31 @@ def test_bench_agent_quick_reads_our_run(tmp_path):
     walls, steps, means = zip(*record["curve"])
     assert list(steps) == sorted(steps) and list(walls) == sorted(walls)
     assert (tmp_path / "bench_agent.png").stat().st_size > 0
+
+
+def _run(system, seed, rate, wall, learner_idle=None, actor_idle=None):
+    return {"system": system, "seed": seed, "env_steps_per_s": rate,
+            "wall_to_target_s": wall, "learner_idle_fraction": learner_idle,
+            "actor_idle_fraction": actor_idle}
+
+
+def test_bench_agent_goals_per_seed():
+    """Issue 19's goals against RLlib's run of the same seed: each measured
+    value with met or missed, at and around each bound."""
+    from benchmarks.peers.bench_agent import OURS, RLLIB, goals
+    records = [
+        _run(OURS, 0, 150_000, 8.0, 0.02, 0.12), _run(RLLIB, 0, 12_000, 100.),
+        _run(RLLIB, 1, 12_000, None), _run(OURS, 1, 50_000, None, 0.10, 0.),
+        _run(OURS, 2, 30_000, 9.0, 0.101, 0.05),
+        _run(OURS, 3, 100_000, 50.0), _run(RLLIB, 3, 10_000, None),
+        _run(OURS, 4, 24_000, 5.0, 0., 0.), _run(RLLIB, 4, 4_000, 10.),
+        _run(RLLIB, 5, 9_000, 60.),  # no run of ours: no row
+    ]
+    rows = goals(records).splitlines()[2:]
+    assert rows == [
+        "| 0 | 12.5×: met | 0.080×: met | 2.0%: met | 12.0%: **missed** |",
+        "| 1 | 4.2×: **missed** | target not reached: **missed** | 10.0%: met | 0.0%: met |",
+        "| 2 | 30,000/s, no RLlib run: met | — (no RLlib run) | 10.1%: **missed** | 5.0%: met |",
+        "| 3 | 10.0×: met | RLlib did not reach it: met | — (not measured) | — (not measured) |",
+        "| 4 | 6.0×: **missed** | 0.500×: met | 0.0%: met | 0.0%: met |",
+    ]

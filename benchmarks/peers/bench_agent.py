@@ -205,6 +205,63 @@ def table(records):
     return "\n".join(lines)
 
 
+# Issue 19's goals, against RLlib IMPALA on the same seed.
+MIN_RATE_RATIO, MIN_RATE = 5., 25_000  # env steps/s
+MAX_WALL_RATIO = 0.5  # wall time to the target
+MAX_IDLE = 0.10  # each side's idle fraction
+
+
+def goals(records):
+    """Issue 19's goals per seed, each with what was measured and whether
+    it was met, as a markdown table (a seed without our run: no row)."""
+    runs = {(r["system"], r["seed"]): r for r in records}
+    header = ["seed",
+              f"env steps/s vs RLlib (goal ≥ {MIN_RATE_RATIO:g}×, ≥ {MIN_RATE:,})",
+              f"wall s to target vs RLlib (goal ≤ {MAX_WALL_RATIO:g}×)",
+              f"learner idle (goal ≤ {MAX_IDLE:.0%})",
+              f"actor idle (goal ≤ {MAX_IDLE:.0%})"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for (system, seed), ours in sorted(runs.items(), key=lambda kv: kv[0][1]):
+        if system != OURS:
+            continue
+        theirs = runs.get((RLLIB, seed))
+        cells = [str(seed), _rate_goal(ours, theirs), _wall_goal(ours, theirs),
+                 *(_idle_goal(ours[f"{side}_idle_fraction"])
+                   for side in ("learner", "actor"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _verdict(measured, met):
+    return f"{measured}: {'met' if met else '**missed**'}"
+
+
+def _rate_goal(ours, theirs):
+    rate = ours["env_steps_per_s"]
+    if theirs is None:
+        return _verdict(f"{rate:,.0f}/s, no RLlib run", rate >= MIN_RATE)
+    ratio = rate / theirs["env_steps_per_s"]
+    return _verdict(f"{ratio:.1f}×", ratio >= MIN_RATE_RATIO and rate >= MIN_RATE)
+
+
+def _wall_goal(ours, theirs):
+    mine = ours["wall_to_target_s"]
+    if mine is None:
+        return _verdict("target not reached", False)
+    if theirs is None:
+        return "— (no RLlib run)"
+    if theirs["wall_to_target_s"] is None:
+        return _verdict("RLlib did not reach it", True)
+    ratio = mine / theirs["wall_to_target_s"]
+    return _verdict(f"{ratio:.3f}×", ratio <= MAX_WALL_RATIO)
+
+
+def _idle_goal(fraction):
+    if fraction is None:
+        return "— (not measured)"
+    return _verdict(f"{fraction:.1%}", fraction <= MAX_IDLE)
+
+
 def _median(records, key):
     values = [r[key] for r in records]
     if any(v is None for v in values):
@@ -282,7 +339,7 @@ def main(argv=None):
             print(f"  {record['env_steps_per_s']} env steps/s, "
                   f"{record['wall_to_target_s']} s to {args.target:g}, "
                   f"{record['wall_s']} s in all", flush=True)
-    report = table(records)
+    report = f"{table(records)}\n\nIssue 19's goals, per seed:\n\n{goals(records)}"
     print(report)
     destination = "docs" if args.docs else args.out
     with open(os.path.join(destination, "bench_agent.json"), "w") as handle:
