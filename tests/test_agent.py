@@ -44,6 +44,8 @@ GAMMA = 0.99
     (dict(backend="local", num_actors=2), "num_actors", "'local'"),
     (dict(checkpoint_every=0), "checkpoint_every", ">= 1"),
     (dict(checkpoint_every_s=0), "checkpoint_every_s", "positive number"),
+    (dict(updates_per_call=0), "updates_per_call", ">= 1"),
+    (dict(updates_per_call=5), "updates_per_call", "at most 4"),
 ])
 def test_bad_config_names_the_field(changes, field, expected):
     with pytest.raises(ValueError, match=rf"Config\.{field}.*") as error:
@@ -355,6 +357,42 @@ def test_a_prepared_unroll_updates_as_the_unroll_and_versions_stay_exact():
             np.testing.assert_array_equal(a, now)
         if start == 0:  # The update moved the weights (its lr is not 0).
             assert not np.array_equal(before[0], one.weights[0])
+    actor.close()
+
+
+@pytest.mark.parametrize("core", ["none", "lstm"])
+def test_updates_in_one_call_are_the_updates_of_one_call_each(core):
+    # `update_each` makes its updates in turn, each on the weights the one
+    # before left: bit for bit the updates of separate calls (weights,
+    # versions, diagnostics, the policy lag of each unroll), and a call of
+    # one in a step compiled for two is the update of a step for one.
+    config = Config(num_envs=2, unroll_length=4, seed=6, core=core,
+                    optimizer="adam", learning_rate=0.05)
+    actor = actor_lib.LocalActor(config)
+    space = envs.env_spaces(config.env_id)[0]
+    one_each = learner_lib.Learner(config.replace(updates_per_call=1), space,
+                                   actor.head_sizes)
+    together = learner_lib.Learner(config, space, actor.head_sizes)
+    together.model.set_weights(one_each.model.get_weights())
+    actor.set_weights(one_each.get_weights(), 0)
+    unrolls = [actor.collect() for _ in range(5)]
+    singles = [one_each.update(unroll) for unroll in unrolls]
+    pairs = (together.update_each(unrolls[0:2])
+             + together.update_each(unrolls[2:4]) + [together.update(unrolls[4])])
+    assert [u.version for u in pairs] == [u.version for u in singles] == [1, 2, 3, 4, 5]
+    assert [u.diagnostics["policy_lag"] for u in pairs] == [0, 1, 2, 3, 4]
+    for single, paired in zip(singles, pairs):
+        assert single.diagnostics == paired.diagnostics
+    # The weights are read back after a call's last update only.
+    assert [u.weights is None for u in pairs] == [True, False, True, False, False]
+    for index in (1, 3, 4):
+        for a, b in zip(singles[index].weights, pairs[index].weights):
+            np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(singles[0].weights[0], singles[4].weights[0])
+    with pytest.raises(ValueError, match=r"1 to 2 unrolls.*got 3"):
+        together.update_each(unrolls[:3])
+    with pytest.raises(ValueError, match=r"1 to 1 unrolls.*got 2"):
+        one_each.update_each(unrolls[:2])
     actor.close()
 
 

@@ -131,9 +131,11 @@ def test_an_absurd_learning_rate_stops_the_run_and_names_the_diagnostics(tmp_pat
     later loss is non-finite; the third skipped update in a row stops the
     run with an error naming what went non-finite, after writing the
     checkpoint, the policy and summary.json; the weights stay finite."""
+    # One update per learner call: the run stops right after the third
+    # (test_async_loop: the updates of a call are booked first).
     config = Config(num_envs=2, unroll_length=10, jit_compile=False,
                     learning_rate=1e30, total_env_steps=50 * 20,
-                    max_nonfinite_updates=3)
+                    max_nonfinite_updates=3, updates_per_call=1)
     with pytest.raises(train_lib.NonFiniteUpdates,
                        match=r"3 learner updates in a row .*non-finite .*loss"):
         train_lib.train(config, str(tmp_path), progress=False)

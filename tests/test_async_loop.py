@@ -6,6 +6,7 @@ in time) and `close` counts the dropped ones; a
 raising actor is replaced, too many failures stop the run with the
 checkpoint, policy and summary written; nothing deadlocks. (Ctrl-C,
 SIGTERM and SIGKILL + resume of the default backend: test_agent_pipeline.)"""
+import csv
 import json
 import threading
 import time
@@ -16,7 +17,7 @@ import pytest
 from tolerances import POLL_TIMEOUT_S
 
 from tf_vtrace.agent import __main__ as cli
-from tf_vtrace.agent import actor, backends
+from tf_vtrace.agent import actor, backends, policy_lag
 from tf_vtrace.agent import train as train_lib
 from tf_vtrace.agent.config import Config
 
@@ -238,15 +239,18 @@ def test_a_stopped_run_learns_on_the_unrolls_the_actor_had_started(tmp_path):
     loop.recorder = train_lib.recording.Recorder(str(tmp_path))
     loop.bar = train_lib._progress_bar(config, False, 0)
     try:
-        loop._update()
+        actors.set_weights(learner.get_weights(), 0)
+        _wait_for_a_waiting_actor(actors)
+        loop._update()  # Two queued: both in one call (updates_per_call 2).
+        assert loop.counters.updates == 2 and loop.calls == 1
         _wait_for_a_waiting_actor(actors)
         loop.config = config.replace(strategy="multi_worker")
         loop._drain()
-        assert loop.counters.updates == 1 and actors.pending() == 3
+        assert loop.counters.updates == 2 and actors.pending() == 3
         loop.config = config
         loop._drain()
-        assert loop.counters.updates == 4 and actors.pending() == 0
-        assert actors.unrolls_per_actor == [4]
+        assert loop.counters.updates == 5 and actors.pending() == 0
+        assert actors.unrolls_per_actor == [5]
     finally:
         loop.recorder.close()
         actors.close()
@@ -352,7 +356,9 @@ def test_async_run_learns_on_every_unroll_and_reports_lag_and_idle(tmp_path):
     assert summary["discarded_unrolls"] == 0
     counts = {int(k): n for k, n in summary["policy_lag_counts"].items()}
     assert sum(counts.values()) == 30 and max(counts) >= 1
-    assert max(counts) <= config.queue_size + 1
+    # Behind it: the queue, the unroll it was acted after and, where the
+    # learner took queued unrolls into its call, the others of the call.
+    assert max(counts) <= config.queue_size + config.updates_per_call
     for key in ("learner_idle_fraction", "actor_idle_fraction"):
         assert 0 <= summary[key] <= 1, key
     sync = train_lib.train(config.replace(backend="local"),
@@ -371,8 +377,9 @@ def _kept_checkpoints(out_dir):
 @pytest.mark.parametrize("changes, kept", [
     # Never due in the run: the one at the end only.
     (dict(checkpoint_every_s=3600.), [6]),
-    # Due after every update: the last two kept.
-    (dict(checkpoint_every_s=1e-9), [5, 6]),
+    # Due after every update: the last two kept (one update per learner
+    # call: two in one call are one checkpoint).
+    (dict(checkpoint_every_s=1e-9, updates_per_call=1), [5, 6]),
     # An update count, where given, rules: 2, 4 (and 6, the end).
     (dict(checkpoint_every_s=1e-9, checkpoint_every=2), [4, 6]),
 ])
@@ -381,6 +388,112 @@ def test_checkpoints_are_timed_unless_an_update_count_is_given(
     config = SMALL.replace(**changes)
     train_lib.train(config, str(tmp_path), progress=False)
     assert _kept_checkpoints(tmp_path) == kept
+
+
+class _AlwaysQueued(actor.LocalActor):
+    """The synchronous actor as if another unroll were always queued
+    behind the one collected: `collect_queued` acts one."""
+
+    def collect_queued(self):
+        return self.collect()
+
+
+def test_a_learner_call_stops_where_a_checkpoint_an_evaluation_or_the_end_comes(
+        tmp_path, monkeypatch):
+    """Up to 3 updates per call, 11 updates, a checkpoint every 4 and an
+    evaluation every 5: the calls are 1-3, 4, 5, 6-8, 9-10, 11, so that the
+    checkpoints (4, 8, the end) and the evaluations (5, 10, the end) come
+    after the updates they are due after, as with one update per call."""
+    config = SMALL.replace(backend="local", updates_per_call=3,
+                           total_env_steps=15 * 11, checkpoint_every=4,
+                           eval_every=15 * 5, eval_episodes=1)
+    monkeypatch.setattr(
+        backends, "make_actors",
+        lambda config, start_update, **unused: _AlwaysQueued(
+            config, start_update=start_update))
+    summary = train_lib.train(config, str(tmp_path), progress=False)
+    assert summary["learner_updates"] == 11
+    assert summary["updates_per_learner_call"] == round(11 / 6, 3)
+    assert _kept_checkpoints(tmp_path) == [8, 11]
+    with open(tmp_path / "evaluations.csv") as handle:
+        assert [int(row["update"]) for row in csv.DictReader(handle)] == [5, 10, 11]
+    # Each call's unrolls were acted with the weights before it: lags 0,
+    # 1, 2 in the calls of 3, 0, 1 in the call of 2, 0 in the calls of 1.
+    assert summary["policy_lag_counts"] == {"0": 6, "1": 3, "2": 2}
+
+
+def test_a_call_that_ends_a_streak_of_skipped_updates_is_booked_first(
+        tmp_path, monkeypatch):
+    """Learning rate 1e30, two updates per call, stop at 2 skipped in a
+    row: the first update blows the weights up and is applied, the second
+    is skipped (call 1); in call 2 the third makes the streak 2, and the
+    fourth, made in the same call, is booked before the run stops."""
+    config = SMALL.replace(backend="local", learning_rate=1e30,
+                           max_nonfinite_updates=2, total_env_steps=15 * 20)
+    monkeypatch.setattr(
+        backends, "make_actors",
+        lambda config, start_update, **unused: _AlwaysQueued(
+            config, start_update=start_update))
+    with pytest.raises(train_lib.NonFiniteUpdates,
+                       match=r"^2 learner updates in a row were skipped"):
+        train_lib.train(config, str(tmp_path), progress=False)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["learner_updates"] == 1 and summary["skipped_updates"] == 3
+    assert summary["env_steps"] == 4 * 15
+    assert summary["updates_per_learner_call"] == 2
+
+
+def test_the_learner_takes_the_queued_unrolls_into_one_call():
+    """The queue full, one step of the loop with room for 2 makes two
+    updates in one call, on the two oldest unrolls: both acted with the
+    weights of version 0, the second learned after the first (lag 1).
+    `collect_queued` never waits: with nothing queued it gives None."""
+    config = SMALL.replace(queue_size=2, updates_per_call=2)
+    learner = _learner(config)
+    history = policy_lag.WeightHistory(0)
+    history.push(0, learner.get_weights())
+    actors = backends.make_actors(config)
+    try:
+        actors.set_weights(learner.get_weights(), 0)
+        _wait_for_a_waiting_actor(actors)
+        steps = train_lib.actor_learner_steps(actors, learner, history,
+                                              most=2)
+        assert [d["policy_lag"] for _, d in steps] == [0, 1]
+        assert [int(u["policy_version"]) for u, _ in steps] == [0, 0]
+        assert learner.version == 2 == history.newest_version
+        assert actors.unrolls_per_actor == [2]
+        actors.stop_acting(POLL_TIMEOUT_S)
+        while actors.pending():
+            actors.collect()
+        start = time.time()
+        assert actors.collect_queued() is None
+        assert time.time() - start < 1
+    finally:
+        actors.close()
+
+
+def test_a_failure_queued_behind_an_unroll_is_left_for_collect():
+    """`collect_queued` takes unrolls only: a failure queued first is put
+    aside, and the next `collect` handles it (here: `ActorFailure`, after
+    max_actor_failures 1), so the unroll collected before is not lost."""
+    config = Config(env_id=RAISING_ENV_ID, num_envs=2, unroll_length=5,
+                    jit_compile=False, max_actor_failures=1,
+                    total_env_steps=10 * 100)
+    actors = backends.make_actors(config)
+    try:
+        actors.set_weights(_weights(config.replace(env_id="CartPole-v1")), 0)
+        # Steps 1-10: two unrolls; the 12th step raises in the third.
+        _wait_until(lambda: actors._queue.qsize() == 3,
+                    "two unrolls and a failure queued")
+        assert actors.collect() is not None
+        assert actors.collect_queued() is not None
+        assert actors.collect_queued() is None
+        assert actors.collect_queued() is None  # Still put aside.
+        with pytest.raises(backends.ActorFailure, match="RuntimeError: boom"):
+            actors.collect()
+        assert actors.unrolls_per_actor == [2]
+    finally:
+        actors.close()
 
 
 def test_a_multi_worker_run_checkpoints_by_updates():

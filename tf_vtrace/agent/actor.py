@@ -66,6 +66,12 @@ class ActorBackend(abc.ABC):
     def collect(self):
         """Returns the next unroll: a dict with `UNROLL_KEYS`."""
 
+    def collect_queued(self):
+        """The next unroll if one is ready now (acted and waiting for the
+        learner), else None; never waits. None for a backend that acts on
+        `collect` or does not queue for the learner."""
+        return None
+
     def stop_acting(self, timeout_s):  # noqa: B027 (not abstract: the synchronous backend has nothing in flight)
         """Starts no more unrolls. Those already started (`pending`) can
         still be collected, for `timeout_s` seconds: after that `collect`

@@ -221,6 +221,7 @@ class ThreadActors(actor_lib.ActorBackend):
         self._have_weights = threading.Event()
         self._stop = threading.Event()
         self._queue = queue.Queue(maxsize=config.queue_size)
+        self._put_aside = None  # A failure `collect_queued` took (`_get`).
         self._lock = threading.Lock()
         self._tickets = max(0, config.num_updates - start_update)
         self._drain_deadline = None  # Set by `stop_acting`.
@@ -336,8 +337,12 @@ class ThreadActors(actor_lib.ActorBackend):
             local.close()
 
     def _get(self):
-        """The next queued item; an `ActorFailure` if every thread has
-        ended with nothing queued (never expected: tickets are counted)."""
+        """The next queued item (one `collect_queued` put aside first); an
+        `ActorFailure` if every thread has ended with nothing queued (never
+        expected: tickets are counted)."""
+        if self._put_aside is not None:
+            item, self._put_aside = self._put_aside, None
+            return item
         while True:
             try:
                 return self._queue.get(timeout=_TICK_S)
@@ -354,19 +359,44 @@ class ThreadActors(actor_lib.ActorBackend):
         if self._latest is None:
             raise RuntimeError("set_weights must be called before collect.")
         while True:
-            kind, index, payload = self._get()
-            if kind == "unroll":
-                with self._lock:
-                    self._acting -= 1
-                self.unrolls_per_actor[index] += 1
-                self._failures.succeeded(index)
-                return payload
-            self._threads[index].join()
-            if self._drain_deadline is not None:
-                continue  # Stopping: its ticket was given back, not acted.
-            self._failures.record(index, f"actor thread {index} raised:\n"
-                                  f"{payload}")
-            self._start(index, self.version)
+            unroll = self._received(self._get())
+            if unroll is not None:
+                return unroll
+
+    def collect_queued(self):
+        """The oldest queued unroll if one is queued, else None (no wait).
+        A failure queued first is put aside for `collect` to handle: this
+        call comes after `collect` has given the learner an unroll, and
+        must not lose it to an `ActorFailure`."""
+        if self._latest is None or self._put_aside is not None:
+            return None
+        try:
+            item = self._queue.get_nowait()
+        except queue.Empty:
+            return None
+        if item[0] != "unroll":
+            self._put_aside = item
+            return None
+        return self._received(item)
+
+    def _received(self, item):
+        """The unroll of a queued `item`, counted; None for a failure: its
+        thread is replaced (or, past `Config.max_actor_failures`,
+        `ActorFailure` raised)."""
+        kind, index, payload = item
+        if kind == "unroll":
+            with self._lock:
+                self._acting -= 1
+            self.unrolls_per_actor[index] += 1
+            self._failures.succeeded(index)
+            return payload
+        self._threads[index].join()
+        if self._drain_deadline is not None:
+            return None  # Stopping: its ticket was given back, not acted.
+        self._failures.record(index, f"actor thread {index} raised:\n"
+                              f"{payload}")
+        self._start(index, self.version)
+        return None
 
     def close(self):
         """Stops the threads (each finishes the unroll it is acting) and

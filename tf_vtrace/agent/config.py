@@ -10,7 +10,8 @@ multi-discrete actions only).
 import dataclasses
 
 __all__ = ["ACTOR_INFERENCE", "BACKENDS", "CORES", "CORRECTIONS", "Config",
-           "MULTI_WORKER_CHECKPOINT_EVERY", "OPTIMIZERS", "STRATEGIES"]
+           "MAX_UPDATES_PER_CALL", "MULTI_WORKER_CHECKPOINT_EVERY", "OPTIMIZERS",
+           "STRATEGIES"]
 
 # `tf_vtrace.agent.backends` implements BACKENDS.
 BACKENDS = ("thread", "local", "process", "ray")
@@ -37,7 +38,11 @@ _INTEGER_MINIMA = {
     "checkpoint_every": 1, "seed": 0, "num_actors": 1, "queue_size": 1,
     "max_nonfinite_updates": 1, "max_actor_failures": 1, "core_size": 1,
     "eval_every": 0, "eval_episodes": 1, "max_episode_steps": 1,
+    "updates_per_call": 1,
 }
+# The most `Config.updates_per_call`: each more is one more copy of the
+# update in the compiled step, ≈ 1 s more to compile at the start.
+MAX_UPDATES_PER_CALL = 4
 # A multi-worker run's checkpoint interval in updates when
 # `Config.checkpoint_every` is None (its hosts' clocks do not agree).
 MULTI_WORKER_CHECKPOINT_EVERY = 200
@@ -173,6 +178,20 @@ class Config:
         4 with 2 (docs/scaling.md); the policy lag is ≈ 5–7 updates
         (docs/agent.md: the 30 seeds' learning with it). It was 1 until
         6 December 2026, then 2.
+      updates_per_call: The most learner updates one compiled call makes
+        (1 to `MAX_UPDATES_PER_CALL`): when the learner takes an unroll and
+        more are queued already (the ``"thread"`` backend's actors ran
+        ahead), it makes an update on each of them in turn, in the same
+        call, each on the weights the one before left: the same updates as
+        one call each, with one call's fixed cost (the dispatch, the
+        threads' turns on 2 cores, the weights' copy) for all. The actors
+        get the weights after the last. 2: on 2 cores, with the actor
+        thread acting beside it, an update took 1.0–1.2 ms in pairs against
+        1.4–2.0 ms one per call (docs/scaling.md). A call stops before an
+        evaluation, a checkpoint by update count and the run's last update,
+        so that they come where they would. 1: one update per call, as
+        before 7 December 2026 (and always under a `strategy`, and with the
+        other backends, which queue no unrolls for the learner).
       strategy: The learner's `tf.distribute` strategy: ``"none"`` (one
         device), ``"mirrored"`` (`tf.distribute.MirroredStrategy` over this
         host's GPUs, else its logical CPU devices) or ``"multi_worker"``
@@ -227,6 +246,7 @@ class Config:
     max_actor_failures: int = 3
     eval_every: int = 0
     eval_episodes: int = 10
+    updates_per_call: int = 2
 
     def __post_init__(self):
         # True and False: the field's old bool values, kept as aliases.
@@ -251,6 +271,9 @@ class Config:
             if value is None and field in _OPTIONAL:
                 continue
             _require(_is_number(value) and test(value), field, expected, value)
+        _require(self.updates_per_call <= MAX_UPDATES_PER_CALL,
+                 "updates_per_call", f"at most {MAX_UPDATES_PER_CALL}",
+                 self.updates_per_call)
 
     def _check_choices(self):
         for field, choices in _CHOICES.items():

@@ -1,4 +1,4 @@
-"""The learner: one compiled `tf.function` step per unroll.
+"""The learner: one compiled `tf.function` call per update, or per few.
 
 The step runs the network over the T + 1 observations of B envs, computes the
 IMPALA loss of ``config.correction`` (`tf_vtrace.agent.corrections`; V-trace
@@ -8,6 +8,11 @@ applies one optimizer update (linear learning-rate decay to 0, global-norm
 gradient clipping), unless the loss or the gradient norm is non-finite: then
 nothing changes (weights, the optimizer's moments, the step counter) and the
 diagnostics say ``update_skipped = 1``.
+
+One call can make up to ``config.updates_per_call`` updates in turn, on as
+many unrolls (`Learner.update_each`): the same updates as one call each,
+with one call's fixed cost for all (the loop gives it the unrolls already
+queued when the learner takes one; `tf_vtrace.agent.config.Config`).
 
 Distribution (``config.strategy``, `make_strategy`): under
 `tf.distribute.MirroredStrategy` (devices of one host) or
@@ -250,8 +255,8 @@ class Learner:
         # XLA cannot compile a step that spans devices; under a strategy the
         # loss still runs as its own compiled call on each replica.
         if self.strategy is None:
-            self._compiled_update = tf.function(
-                self._update_packed, autograph=False,
+            self._compiled_updates = tf.function(
+                self._updates_packed, autograph=False,
                 jit_compile=config.jit_compile)
             self._step = tf.function(self._train_step, autograph=False)
         else:
@@ -275,6 +280,9 @@ class Learner:
                          jit_compile=True))
             if self.strategy is None else (None, None))
         self._diagnostic_keys = None  # Set when the step is traced.
+        # The step's count input, one constant per count it may take.
+        self._counts = [tf.constant(count) for count in
+                        range(config.updates_per_call + 1)]
 
     @property
     def version(self):
@@ -372,23 +380,41 @@ class Learner:
         diagnostics = self._apply(*self._loss_and_gradients(*inputs))
         return tf.concat([self._packed(diagnostics), before], 0)
 
+    def _updates_packed(self, count, *inputs):
+        """`_update_packed` of up to `Config.updates_per_call` updates in
+        turn, concatenated: the i-th on the i-th unroll's inputs, made
+        while i < `count` (zeros after). Each reads the weights the one
+        before assigned (the graph's automatic control dependencies order
+        them, in the compiled program too)."""
+        width = len(self._input_keys)
+        blocks = [self._update_packed(*inputs[:width])]
+        for i in range(1, self.config.updates_per_call):
+            unroll_inputs = inputs[i * width:(i + 1) * width]
+            blocks.append(tf.cond(
+                i < count,
+                lambda unroll_inputs=unroll_inputs: self._update_packed(
+                    *unroll_inputs),
+                lambda: tf.zeros_like(blocks[0])))
+        return tf.concat(blocks, 0)
+
     def _version_then_weights(self):
         return tf.concat([_int64_as_float32(self.optimizer.iterations),
                           self._concatenated_weights()], 0)
 
-    def _train_step(self, *inputs):
-        """All the loop needs from an update, as one float32 vector: the
-        packed diagnostics, the learner versions before and after the
-        update (int64, bit-cast to two float32 each: exact at any count)
-        and the weights after it (flat). One vector is one copy to the
-        host; each call or copy costs the learner thread a wait for the
-        interpreter lock the actor threads hold (`_step_outputs` splits it).
+    def _train_step(self, count, *inputs):
+        """All the loop needs from `count` updates (`_updates_packed`), as
+        one float32 vector: the packed diagnostics and the learner version
+        before each update, the version after the last (int64, bit-cast to
+        two float32 each: exact at any count) and the weights after it
+        (flat). One vector is one copy to the host; each call or copy costs
+        the learner thread a wait for the interpreter lock the actor
+        threads hold (`_step_outputs` splits it).
 
         The weights are read by a second XLA call, ordered after the update
         by the graph's automatic control dependencies: as outputs of the
         update's XLA program, they came back one update old in one run of
         the test suite under load."""
-        return tf.concat([self._compiled_update(*inputs),
+        return tf.concat([self._compiled_updates(count, *inputs),
                           self._version_and_weights()], 0)
 
     def _packed(self, diagnostics):
@@ -458,12 +484,29 @@ class Learner:
     def update(self, unroll):
         """One update on `unroll` (an actor's dict): an `Update` with
         `step`'s diagnostics and the version and weights after it."""
+        return self.update_each([unroll])[0]
+
+    def update_each(self, unrolls):
+        """An update on each of `unrolls` in turn, in one compiled call (at
+        most `Config.updates_per_call` of them; one under a strategy): a
+        list of `Update`s, in order. Each update reads the weights the one
+        before left, as separate calls would; the weights are read back
+        after the last only (the others' `weights` are None)."""
+        most = 1 if self.strategy is not None else self.config.updates_per_call
+        if not 1 <= len(unrolls) <= most:
+            raise ValueError(f"update_each takes 1 to {most} unrolls "
+                             f"(Config.updates_per_call), got {len(unrolls)}.")
         if self.strategy is not None:
-            diagnostics = self.step(unroll)
-            return Update(diagnostics, self.version, self.get_weights())
-        packed, before, after, flat = self._step_outputs(unroll)
-        return Update(self._diagnostics(packed, before, unroll), after,
-                      self._split_weights(flat))
+            diagnostics = self.step(unrolls[0])
+            return [Update(diagnostics, self.version, self.get_weights())]
+        blocks, after, flat = self._step_outputs(unrolls)
+        versions_after = [before for _, before in blocks[1:]] + [after]
+        updates = [Update(self._diagnostics(packed, before, unroll), version,
+                          None)
+                   for (packed, before), version, unroll
+                   in zip(blocks, versions_after, unrolls)]
+        updates[-1] = updates[-1]._replace(weights=self._split_weights(flat))
+        return updates
 
     def prepare(self, unroll):
         """`unroll` with the step's input tensors made from it, for an actor
@@ -478,31 +521,44 @@ class Learner:
         prepared.tensors = self._inputs(unroll)
         return prepared
 
-    def _step_outputs(self, unroll):
-        """`_train_step` on `unroll`, called flat, split on the host:
-        `(packed diagnostics, version before, version after, flat weights)`,
-        numpy views of its one output."""
+    def _step_outputs(self, unrolls):
+        """`_train_step` on `unrolls`, called flat, split on the host:
+        `(blocks, version after, flat weights)`, with one block
+        `(packed diagnostics, version before)` per unroll (numpy views of
+        the call's one output)."""
         # The signature from the numpy arrays: an EagerTensor's `shape`
         # releases the interpreter lock, and under load each took ≈40 µs to
         # get it back from an actor thread (docs/scaling.md).
         signature = tuple((array.shape, array.dtype) for array in
-                          (np.asarray(unroll[key]) for key in self._input_keys))
-        inputs = getattr(unroll, "tensors", None) or self._inputs(unroll)
+                          (np.asarray(unrolls[0][key])
+                           for key in self._input_keys))
+        tensors = [getattr(unroll, "tensors", None) or self._inputs(unroll)
+                   for unroll in unrolls]
+        # The step takes `updates_per_call` unrolls; the slots past the
+        # count repeat the first (unread).
+        spare = self.config.updates_per_call - len(unrolls)
+        inputs = [self._counts[len(unrolls)]] + [
+            tensor for unroll_tensors in tensors + [tensors[0]] * spare
+            for tensor in unroll_tensors]
         concrete = self._concrete_steps.get(signature)
         if concrete is None:
             concrete = self._step.get_concrete_function(*inputs)
             self._concrete_steps[signature] = concrete
         out = _tape.call_concrete_unrecorded(concrete, inputs).numpy()
         count = len(self._diagnostic_keys)
-        before, after = out[count:count + 4].view(np.int64).tolist()
-        return out[:count], before, after, out[count + 4:]
+        width = count + 2  # The diagnostics, then the version before.
+        blocks = [(out[start:start + count],
+                   out[start + count:start + width].view(np.int64).item())
+                  for start in range(0, width * len(unrolls), width)]
+        rest = out[width * self.config.updates_per_call:]
+        return blocks, rest[:2].view(np.int64).item(), rest[2:]
 
     def step(self, unroll):
         """One update on `unroll` (an actor's dict); returns the diagnostics
         as Python floats, plus ``policy_lag`` (learner version − the
         unroll's policy version, before this update)."""
         if self.strategy is None:
-            packed, before, _, _ = self._step_outputs(unroll)
+            (packed, before), = self._step_outputs([unroll])[0]
             return self._diagnostics(packed, before, unroll)
         version_before = self.version
         packed = self._step(*self._distributed_inputs(unroll)).numpy()

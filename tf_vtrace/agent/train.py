@@ -3,7 +3,9 @@
 `train(config, out_dir)` runs ``config.num_updates`` updates. Each one hands
 the actors the learner weights from ``policy_lag`` updates ago
 (`WeightHistory`), takes one unroll of T steps from B envs, and runs one
-learner step on it. With the default ``"thread"`` backend (and ``"process"``,
+learner step on it (with the unrolls already queued behind it, up to
+``config.updates_per_call`` learner steps in one call, each on its own
+unroll: `actor_learner_steps`). With the default ``"thread"`` backend (and ``"process"``,
 ``"ray"``) the actors act while the learner learns: the unroll was acted
 with the weights the actor had at its start, and its policy lag is measured;
 with ``"local"`` (``--sync``) the actor acts it here, then the learner
@@ -29,7 +31,8 @@ learns (`tf_vtrace.agent.backends`). It writes into `out_dir`:
   max and a count per value), the loop's env steps/s and learner steps/s after
   the first update (which also compiles the learner step and waits for the
   actors to start), the fractions of that time the learner waited for unrolls
-  and the actors for the learner (`_Idle`), the unrolls dropped at a stop
+  and the actors for the learner (`_Idle`), the mean updates per learner
+  call in this process (``updates_per_learner_call``), the unrolls dropped at a stop
   (``discarded_unrolls``: 0 unless an actor did not hand in its unroll in
   time or a second signal came, see below), and with ``config.eval_every``
   the last and best greedy evaluation (``eval_greedy_last``, ``eval_greedy_best``,
@@ -79,6 +82,7 @@ from tf_vtrace.agent import evaluate as evaluate_lib
 from tf_vtrace.agent import learner as learner_lib
 
 __all__ = ["NonFiniteUpdates", "RunDirectoryError", "actor_learner_step",
+           "actor_learner_steps",
            "train"]
 
 RunDirectoryError = _run_dir.RunDirectoryError
@@ -121,16 +125,30 @@ def actor_learner_step(actor, learner, history, idle=None):
     Returns:
       `(unroll, diagnostics)`.
     """
+    return actor_learner_steps(actor, learner, history, idle)[0]
+
+
+def actor_learner_steps(actor, learner, history, idle=None, most=1):
+    """`actor_learner_step`, with the unrolls already queued behind the
+    first (`ActorBackend.collect_queued`, up to `most` in all) learned on
+    in the same call (`Learner.update_each`); the actors get the weights
+    after the last. Returns a list of `(unroll, diagnostics)`, in order."""
     version, weights = history.lagged()
     if version != actor.version or history.newest_version == 0:
         actor.set_weights(weights, version)
     start = time.perf_counter()
-    unroll = actor.collect()
+    unrolls = [actor.collect()]
     if idle is not None:
         idle.collect_s += time.perf_counter() - start
-    update = learner.update(unroll)
-    history.push(update.version, update.weights)
-    return unroll, update.diagnostics
+    while len(unrolls) < most:
+        queued = actor.collect_queued()
+        if queued is None:
+            break
+        unrolls.append(queued)
+    updates = learner.update_each(unrolls)
+    history.push(updates[-1].version, updates[-1].weights)
+    return [(unroll, update.diagnostics)
+            for unroll, update in zip(unrolls, updates)]
 
 
 class _Idle:
@@ -345,6 +363,7 @@ class _UpdateLoop:
         self.next_checkpoint = time.monotonic() + config.checkpoint_every_s
         # The current streak of skipped updates, and what was non-finite.
         self.streak, self.streak_names = 0, set()
+        self.calls = 0  # Learner calls in this process (`_update`).
 
     def run(self, actor, progress, evaluation=None):
         """Runs the updates left with `actor` (closed at the end), evaluating
@@ -368,7 +387,7 @@ class _UpdateLoop:
                            "same update")
         with _stop_on_signals() as stop:
             try:
-                for _ in range(self.config.num_updates - counters.updates):
+                while counters.updates < self.config.num_updates:
                     if stop.is_set():
                         raise KeyboardInterrupt
                     self._update()
@@ -414,16 +433,31 @@ class _UpdateLoop:
             self.bar.write(f"stopped learning on the unrolls left: {error}")
 
     def _update(self, stopping=False):
-        """One actor-learner step, recorded, shown and checkpointed (no
-        evaluation or checkpoint while `stopping`: the last checkpoint
-        follows)."""
-        config, learner, counters = self.config, self.learner, self.counters
-        unroll, diagnostics = actor_learner_step(self.actor, learner,
-                                                 self.history, self.idle)
+        """The updates of one learner call (`_call_size`), each recorded and
+        shown, then the evaluation and the checkpoint if due (not while
+        `stopping`: the last checkpoint follows)."""
+        steps = actor_learner_steps(self.actor, self.learner, self.history,
+                                    self.idle, most=self._call_size())
+        self.calls += 1
+        errors = [self._book(unroll, diagnostics)
+                  for unroll, diagnostics in steps]
+        if any(errors):
+            raise next(error for error in errors if error)
+        if not stopping:
+            self._evaluate_if_due()
+        if not stopping and self._checkpoint_due():
+            with self.idle.paused(self.actor):
+                self._save()
+
+    def _book(self, unroll, diagnostics):
+        """Counts, records and shows one update; a `NonFiniteUpdates` to
+        raise when it ends the run (after the call's other updates are
+        booked), else None."""
+        config, counters = self.config, self.counters
         counters.updates += 1
         counters.env_steps += config.steps_per_update
         self.lags[int(diagnostics["policy_lag"])] += 1
-        self._count_skipped(diagnostics)
+        error = self._count_skipped(diagnostics)
         self.warm_start = self.warm_start or (
             time.time(), counters.env_steps, counters.updates)
         self.idle.warm(self.actor)
@@ -435,12 +469,31 @@ class _UpdateLoop:
         self.recorder.record(counters.env_steps, unroll, diagnostics,
                              dict(rates, skipped_updates=counters.skipped,
                                   actor_restarts=sum(self._restarts())))
-        if not stopping:
-            self._evaluate_if_due()
         self._show(rates, diagnostics)
-        if not stopping and self._checkpoint_due():
-            with self.idle.paused(self.actor):
-                self._save()
+        return error
+
+    def _call_size(self):
+        """The most updates the next learner call may make: up to
+        `Config.updates_per_call`, ending at the first one that the run's
+        end, an evaluation or a checkpoint by update count follows (so
+        that they come where one update per call puts them)."""
+        most = 1
+        while (most < self.config.updates_per_call
+               and not self._due_after(most)):
+            most += 1
+        return most
+
+    def _due_after(self, ahead):
+        """Whether the run's end, an evaluation or a checkpoint by update
+        count follows the update `ahead` updates from now."""
+        config, counters = self.config, self.counters
+        updates = counters.updates + ahead
+        every = config.checkpoint_updates
+        return (updates >= config.num_updates
+                or (every is not None and updates % every == 0)
+                or (self.evaluation is not None and self.evaluation.due(
+                    counters.env_steps + ahead * config.steps_per_update,
+                    False)))
 
     def _checkpoint_due(self):
         """Every `Config.checkpoint_updates` updates, or where that is None
@@ -481,20 +534,21 @@ class _UpdateLoop:
         return self.start * self.config.steps_per_update
 
     def _count_skipped(self, diagnostics):
-        """Counts a skipped update; raises `NonFiniteUpdates` at the
-        `Config.max_nonfinite_updates`-th in a row."""
+        """Counts a skipped update; the `NonFiniteUpdates` that stops the
+        run at the `Config.max_nonfinite_updates`-th in a row (else None)."""
         if not diagnostics["update_skipped"]:
             self.streak, self.streak_names = 0, set()
-            return
+            return None
         self.counters.skipped += 1
         self.streak += 1
         self.streak_names |= _non_finite(diagnostics)
-        if self.streak >= self.config.max_nonfinite_updates:
-            raise NonFiniteUpdates(
-                f"{self.streak} learner updates in a row were skipped "
-                f"(Config.max_nonfinite_updates={self.config.max_nonfinite_updates}):"
-                f" non-finite {', '.join(sorted(self.streak_names))}. The "
-                f"weights are those of learner update {self.learner.version}.")
+        if self.streak < self.config.max_nonfinite_updates:
+            return None
+        return NonFiniteUpdates(
+            f"{self.streak} learner updates in a row were skipped "
+            f"(Config.max_nonfinite_updates={self.config.max_nonfinite_updates}):"
+            f" non-finite {', '.join(sorted(self.streak_names))}. The "
+            f"weights are those of learner update {self.learner.version}.")
 
     def _unrolls(self):
         return _add(self.counters.unrolls_before,
@@ -543,6 +597,9 @@ class _UpdateLoop:
             "unrolls_per_actor": self._unrolls(),
             "actor_restarts": sum(restarts), "restarts_per_actor": restarts,
             "discarded_unrolls": getattr(self.actor, "discarded_unrolls", 0),
+            "updates_per_learner_call": (
+                round((counters.updates - self.start) / self.calls, 3)
+                if self.calls else None),
             **_lag_summary(self.lags),
             **_warm_rates(self.warm_start, self.loop_end, counters.env_steps,
                           counters.updates),
