@@ -302,6 +302,9 @@ def _loss_args(T=3, B=2, A=4):
 @pytest.mark.parametrize("value", ["False", None, 1])
 def test_a_flag_that_is_not_a_bool_is_named(flag, value):
     match = rf"`{flag}` must be a bool, got {re.escape(repr(value))}"
+    # A valid eager call first: the next call of its signature takes the
+    # cached kernel, which must check the flag too.
+    tf_vtrace.from_importance_weights(*_iw_args())
     with pytest.raises(TypeError, match=match):
         tf_vtrace.from_importance_weights(*_iw_args(), **{flag: value})
     with pytest.raises(TypeError, match=match):

@@ -509,6 +509,9 @@ def from_importance_weights(log_rhos,
         signature = _eager_signature(tensors, hyperparameters, flags)
         kernel = _EAGER_KERNELS.get(signature)
         if kernel is not None:
+            # The signature leaves `validate_args` out: in eager code its
+            # shape checks passed when the kernel was cached.
+            _checks.check_flags(validate_args=validate_args)
             _check_numbers(hyperparameters)
             return _eager_call(kernel, tensors, hyperparameters,
                                _tensors.compute_dtype(values.dtype))
