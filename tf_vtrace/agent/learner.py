@@ -285,6 +285,12 @@ class Learner:
                         range(config.updates_per_call + 1)]
 
     @property
+    def updates_per_call(self):
+        """The most updates one call makes (`update_each`): 1 under a
+        strategy, else `Config.updates_per_call`."""
+        return 1 if self.strategy is not None else self.config.updates_per_call
+
+    @property
     def version(self):
         """Learner updates so far."""
         return int(self.optimizer.iterations.numpy())
@@ -492,10 +498,11 @@ class Learner:
         list of `Update`s, in order. Each update reads the weights the one
         before left, as separate calls would; the weights are read back
         after the last only (the others' `weights` are None)."""
-        most = 1 if self.strategy is not None else self.config.updates_per_call
-        if not 1 <= len(unrolls) <= most:
-            raise ValueError(f"update_each takes 1 to {most} unrolls "
-                             f"(Config.updates_per_call), got {len(unrolls)}.")
+        if not 1 <= len(unrolls) <= self.updates_per_call:
+            raise ValueError(
+                f"update_each takes 1 to {self.updates_per_call} unrolls "
+                f"(Config.updates_per_call; 1 under a strategy), got "
+                f"{len(unrolls)}.")
         if self.strategy is not None:
             diagnostics = self.step(unrolls[0])
             return [Update(diagnostics, self.version, self.get_weights())]

@@ -474,11 +474,11 @@ class _UpdateLoop:
 
     def _call_size(self):
         """The most updates the next learner call may make: up to
-        `Config.updates_per_call`, ending at the first one that the run's
+        `Learner.updates_per_call`, ending at the first one that the run's
         end, an evaluation or a checkpoint by update count follows (so
         that they come where one update per call puts them)."""
         most = 1
-        while (most < self.config.updates_per_call
+        while (most < self.learner.updates_per_call
                and not self._due_after(most)):
             most += 1
         return most
