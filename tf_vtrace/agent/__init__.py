@@ -8,7 +8,8 @@ One concept per module:
 * `networks`: Keras 3 MLP and Nature CNN, observations → (logits, value);
 * `actor`: the engine-neutral unroll contract and the in-process actor;
 * `policy_lag`: the weights handed to the actor, `policy_lag` updates old;
-* `learner`: one compiled step per unroll with `tf_vtrace.impala_loss`;
+* `learner`: one update per unroll with `tf_vtrace.impala_loss` (up to
+  `Config.updates_per_call` of them in one compiled call);
 * `recording`: episodes CSV, TensorBoard scalars, the learning-curve PNG;
 * `train`: the loop; `evaluate`: play an exported SavedModel.
 

@@ -175,7 +175,9 @@ class ThreadActors(actor_lib.ActorBackend):
     the start of each unroll, as IMPALA's actors do), collect one unroll,
     put it into a queue of `config.queue_size` unrolls (blocking while it is
     full: the actor idles). `collect` takes the oldest queued unroll
-    (blocking while it is empty: the learner idles). The threads share the
+    (blocking while it is empty: the learner idles); `collect_queued` the
+    next one only if it is queued already, for the learner to update on
+    in the same call (`Config.updates_per_call`). The threads share the
     GIL, but the policy's TensorFlow op, the learner's step and most numpy
     work release it.
 

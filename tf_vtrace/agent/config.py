@@ -41,7 +41,8 @@ _INTEGER_MINIMA = {
     "updates_per_call": 1,
 }
 # The most `Config.updates_per_call`: each more is one more copy of the
-# update in the compiled step, ≈ 1 s more to compile at the start.
+# update in the compiled step, ≈ 0.5 s more to compile at the start
+# (docs/scaling.md).
 MAX_UPDATES_PER_CALL = 4
 # A multi-worker run's checkpoint interval in updates when
 # `Config.checkpoint_every` is None (its hosts' clocks do not agree).
@@ -186,8 +187,10 @@ class Config:
         one call each, with one call's fixed cost (the dispatch, the
         threads' turns on 2 cores, the weights' copy) for all. The actors
         get the weights after the last. 2: on 2 cores, with the actor
-        thread acting beside it, an update took 1.0–1.2 ms in pairs against
-        1.4–2.0 ms one per call (docs/scaling.md). A call stops before an
+        thread acting beside it, an update took 1.2–1.3 ms in pairs against
+        1.4–2.4 ms one per call, and both sides waited ≤ 10 % of the time
+        in 12 runs of 12 of the bench's command, against 10 of 12
+        (docs/scaling.md). A call stops before an
         evaluation, a checkpoint by update count and the run's last update,
         so that they come where they would. 1: one update per call, as
         before 7 December 2026 (and always under a `strategy`, and with the

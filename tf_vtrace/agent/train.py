@@ -5,8 +5,8 @@ the actors the learner weights from ``policy_lag`` updates ago
 (`WeightHistory`), takes one unroll of T steps from B envs, and runs one
 learner step on it (with the unrolls already queued behind it, up to
 ``config.updates_per_call`` learner steps in one call, each on its own
-unroll: `actor_learner_steps`). With the default ``"thread"`` backend (and ``"process"``,
-``"ray"``) the actors act while the learner learns: the unroll was acted
+unroll: `actor_learner_steps`). With the default ``"thread"`` backend (and
+``"process"``, ``"ray"``) the actors act while the learner learns: the unroll was acted
 with the weights the actor had at its start, and its policy lag is measured;
 with ``"local"`` (``--sync``) the actor acts it here, then the learner
 learns (`tf_vtrace.agent.backends`). It writes into `out_dir`:
@@ -32,8 +32,8 @@ learns (`tf_vtrace.agent.backends`). It writes into `out_dir`:
   the first update (which also compiles the learner step and waits for the
   actors to start), the fractions of that time the learner waited for unrolls
   and the actors for the learner (`_Idle`), the mean updates per learner
-  call in this process (``updates_per_learner_call``), the unrolls dropped at a stop
-  (``discarded_unrolls``: 0 unless an actor did not hand in its unroll in
+  call in this process (``updates_per_learner_call``), the unrolls dropped
+  at a stop (``discarded_unrolls``: 0 unless an actor did not hand in its unroll in
   time or a second signal came, see below), and with ``config.eval_every``
   the last and best greedy evaluation (``eval_greedy_last``, ``eval_greedy_best``,
   ``eval_best_env_steps``, ``evaluations``, ``eval_s``).
@@ -82,8 +82,7 @@ from tf_vtrace.agent import evaluate as evaluate_lib
 from tf_vtrace.agent import learner as learner_lib
 
 __all__ = ["NonFiniteUpdates", "RunDirectoryError", "actor_learner_step",
-           "actor_learner_steps",
-           "train"]
+           "actor_learner_steps", "train"]
 
 RunDirectoryError = _run_dir.RunDirectoryError
 
@@ -441,8 +440,9 @@ class _UpdateLoop:
         self.calls += 1
         errors = [self._book(unroll, diagnostics)
                   for unroll, diagnostics in steps]
-        if any(errors):
-            raise next(error for error in errors if error)
+        error = next(filter(None, errors), None)
+        if error is not None:
+            raise error
         if not stopping:
             self._evaluate_if_due()
         if not stopping and self._checkpoint_due():
