@@ -15,6 +15,7 @@ import pathlib
 import subprocess
 import sys
 
+import backlog
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -126,23 +127,32 @@ def test_skipped_updates_are_counted_and_the_run_goes_on(tmp_path):
     assert written["skipped_updates"] == 2 and written["learner_updates"] == 8
 
 
-def test_an_absurd_learning_rate_stops_the_run_and_names_the_diagnostics(tmp_path):
+@pytest.mark.parametrize("per_call, limit", [(1, 3), (2, 2)])
+def test_an_absurd_learning_rate_stops_the_run_and_names_the_diagnostics(
+        tmp_path, monkeypatch, per_call, limit):
     """Learning rate 1e30: the first update sends the weights to ~1e30, every
-    later loss is non-finite; the third skipped update in a row stops the
-    run with an error naming what went non-finite, after writing the
-    checkpoint, the policy and summary.json; the weights stay finite."""
-    # One update per learner call: the run stops right after the third
-    # (test_async_loop: the updates of a call are booked first).
+    later loss is non-finite; the `limit`-th skipped update in a row stops
+    the run with an error naming what went non-finite, after writing the
+    checkpoint, the policy and summary.json; the weights stay finite.
+
+    One update per call: it stops after updates 1 (applied), 2, 3, 4.
+    Two per call, an unroll always queued: the calls are 1-2, 3-4; the
+    third is the second skipped in a row, and the fourth, in the same
+    call, is booked before the run stops: 3 skipped either way."""
     config = Config(num_envs=2, unroll_length=10, jit_compile=False,
                     learning_rate=1e30, total_env_steps=50 * 20,
-                    max_nonfinite_updates=3, updates_per_call=1)
+                    max_nonfinite_updates=limit, updates_per_call=per_call)
+    if per_call > 1:
+        config = config.replace(backend="local")
+        backlog.use_always_queued(monkeypatch)
     with pytest.raises(train_lib.NonFiniteUpdates,
-                       match=r"3 learner updates in a row .*non-finite .*loss"):
+                       match=rf"^{limit} learner updates in a row .*non-finite .*loss"):
         train_lib.train(config, str(tmp_path), progress=False)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["learner_updates"] == 1 and summary["skipped_updates"] == 3
     assert summary["env_steps"] == 4 * 20
-    assert "Config.max_nonfinite_updates=3" in summary["error"]
+    assert f"Config.max_nonfinite_updates={limit}" in summary["error"]
+    assert summary["updates_per_learner_call"] == per_call
     assert (tmp_path / "policy" / "saved_model.pb").exists()
     reader = tf.train.load_checkpoint(str(tmp_path / "checkpoints"))
     # Keras 3 checkpoints the weights under the optimizer's

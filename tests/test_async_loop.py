@@ -11,6 +11,7 @@ import json
 import threading
 import time
 
+import backlog
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -390,14 +391,6 @@ def test_checkpoints_are_timed_unless_an_update_count_is_given(
     assert _kept_checkpoints(tmp_path) == kept
 
 
-class _AlwaysQueued(actor.LocalActor):
-    """The synchronous actor as if another unroll were always queued
-    behind the one collected: `collect_queued` acts one."""
-
-    def collect_queued(self):
-        return self.collect()
-
-
 def test_a_learner_call_stops_where_a_checkpoint_an_evaluation_or_the_end_comes(
         tmp_path, monkeypatch):
     """Up to 3 updates per call, 11 updates, a checkpoint every 4 and an
@@ -407,10 +400,7 @@ def test_a_learner_call_stops_where_a_checkpoint_an_evaluation_or_the_end_comes(
     config = SMALL.replace(backend="local", updates_per_call=3,
                            total_env_steps=15 * 11, checkpoint_every=4,
                            eval_every=15 * 5, eval_episodes=1)
-    monkeypatch.setattr(
-        backends, "make_actors",
-        lambda config, start_update, **unused: _AlwaysQueued(
-            config, start_update=start_update))
+    backlog.use_always_queued(monkeypatch)
     summary = train_lib.train(config, str(tmp_path), progress=False)
     assert summary["learner_updates"] == 11
     assert summary["updates_per_learner_call"] == round(11 / 6, 3)
@@ -420,27 +410,6 @@ def test_a_learner_call_stops_where_a_checkpoint_an_evaluation_or_the_end_comes(
     # Each call's unrolls were acted with the weights before it: lags 0,
     # 1, 2 in the calls of 3, 0, 1 in the call of 2, 0 in the calls of 1.
     assert summary["policy_lag_counts"] == {"0": 6, "1": 3, "2": 2}
-
-
-def test_a_call_that_ends_a_streak_of_skipped_updates_is_booked_first(
-        tmp_path, monkeypatch):
-    """Learning rate 1e30, two updates per call, stop at 2 skipped in a
-    row: the first update blows the weights up and is applied, the second
-    is skipped (call 1); in call 2 the third makes the streak 2, and the
-    fourth, made in the same call, is booked before the run stops."""
-    config = SMALL.replace(backend="local", learning_rate=1e30,
-                           max_nonfinite_updates=2, total_env_steps=15 * 20)
-    monkeypatch.setattr(
-        backends, "make_actors",
-        lambda config, start_update, **unused: _AlwaysQueued(
-            config, start_update=start_update))
-    with pytest.raises(train_lib.NonFiniteUpdates,
-                       match=r"^2 learner updates in a row were skipped"):
-        train_lib.train(config, str(tmp_path), progress=False)
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["learner_updates"] == 1 and summary["skipped_updates"] == 3
-    assert summary["env_steps"] == 4 * 15
-    assert summary["updates_per_learner_call"] == 2
 
 
 def test_the_learner_takes_the_queued_unrolls_into_one_call():
