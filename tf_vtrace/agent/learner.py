@@ -69,7 +69,8 @@ class Update(typing.NamedTuple):
       diagnostics: `Learner.step`'s dict of Python floats.
       version: The learner version after the update (its updates so far).
       weights: The network's weights after the update, as
-        `Learner.get_weights` returns them.
+        `Learner.get_weights` returns them; None for an update that is not
+        the last of its call (`Learner.update_each`).
     """
     diagnostics: dict
     version: int
