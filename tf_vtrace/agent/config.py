@@ -176,8 +176,9 @@ class Config:
         actor thread and the learner now run at rates a few per cent apart,
         and the deeper queue absorbs the jitter of their turns: both waited
         ≤ 10 % of the time in 7 of 8 runs, against 7 of 12 with 4 and 0 of
-        4 with 2 (docs/scaling.md); the policy lag is ≈ 5–7 updates
-        (docs/agent.md: the 30 seeds' learning with it). It was 1 until
+        4 with 2 (docs/scaling.md); the policy lag is ≈ 5–7 updates,
+        ≈ 3–5 with `updates_per_call` 2 (docs/agent.md: the 30 seeds'
+        learning with it). It was 1 until
         6 December 2026, then 2.
       updates_per_call: The most learner updates one compiled call makes
         (1 to `MAX_UPDATES_PER_CALL`): when the learner takes an unroll and
