@@ -178,8 +178,7 @@ class Config:
         ≤ 10 % of the time in 7 of 8 runs, against 7 of 12 with 4 and 0 of
         4 with 2 (docs/scaling.md); the policy lag is ≈ 5–7 updates,
         ≈ 3–5 with `updates_per_call` 2 (docs/agent.md: the 30 seeds'
-        learning with it). It was 1 until
-        6 December 2026, then 2.
+        learning with it). It was 1 until 6 December 2026, then 2.
       updates_per_call: The most learner updates one compiled call makes
         (1 to `MAX_UPDATES_PER_CALL`): when the learner takes an unroll and
         more are queued already (the ``"thread"`` backend's actors ran
@@ -191,11 +190,11 @@ class Config:
         thread acting beside it, an update took 1.2–1.3 ms in pairs against
         1.4–2.4 ms one per call, and both sides waited ≤ 10 % of the time
         in 12 runs of 12 of the bench's command, against 10 of 12
-        (docs/scaling.md). A call stops before an
-        evaluation, a checkpoint by update count and the run's last update,
-        so that they come where they would. 1: one update per call, as
-        before 7 December 2026 (and always under a `strategy`, and with the
-        other backends, which queue no unrolls for the learner).
+        (docs/scaling.md). A call stops before an evaluation, a checkpoint
+        by update count and the run's last update, so that they come where
+        they would. 1: one update per call, as before 7 December 2026 (and
+        always under a `strategy`, and with the other backends, which
+        queue no unrolls for the learner).
       strategy: The learner's `tf.distribute` strategy: ``"none"`` (one
         device), ``"mirrored"`` (`tf.distribute.MirroredStrategy` over this
         host's GPUs, else its logical CPU devices) or ``"multi_worker"``

@@ -283,7 +283,7 @@ class Learner:
         self._diagnostic_keys = None  # Set when the step is traced.
         # The step's count input, one constant per count it may take.
         self._counts = [tf.constant(count) for count in
-                        range(config.updates_per_call + 1)]
+                        range(self.updates_per_call + 1)]
 
     @property
     def updates_per_call(self):
@@ -395,7 +395,7 @@ class Learner:
         them, in the compiled program too)."""
         width = len(self._input_keys)
         blocks = [self._update_packed(*inputs[:width])]
-        for i in range(1, self.config.updates_per_call):
+        for i in range(1, self.updates_per_call):
             unroll_inputs = inputs[i * width:(i + 1) * width]
             blocks.append(tf.cond(
                 i < count,
@@ -544,7 +544,7 @@ class Learner:
                    for unroll in unrolls]
         # The step takes `updates_per_call` unrolls; the slots past the
         # count repeat the first (unread).
-        spare = self.config.updates_per_call - len(unrolls)
+        spare = self.updates_per_call - len(unrolls)
         inputs = [self._counts[len(unrolls)]] + [
             tensor for unroll_tensors in tensors + [tensors[0]] * spare
             for tensor in unroll_tensors]
@@ -558,7 +558,7 @@ class Learner:
         blocks = [(out[start:start + count],
                    out[start + count:start + width].view(np.int64).item())
                   for start in range(0, width * len(unrolls), width)]
-        rest = out[width * self.config.updates_per_call:]
+        rest = out[width * self.updates_per_call:]
         return blocks, rest[:2].view(np.int64).item(), rest[2:]
 
     def step(self, unroll):

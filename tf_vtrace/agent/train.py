@@ -6,9 +6,9 @@ the actors the learner weights from ``policy_lag`` updates ago
 learner step on it (with the unrolls already queued behind it, up to
 ``config.updates_per_call`` learner steps in one call, each on its own
 unroll: `actor_learner_steps`). With the default ``"thread"`` backend (and
-``"process"``, ``"ray"``) the actors act while the learner learns: the unroll was acted
-with the weights the actor had at its start, and its policy lag is measured;
-with ``"local"`` (``--sync``) the actor acts it here, then the learner
+``"process"``, ``"ray"``) the actors act while the learner learns: the
+unroll was acted with the weights the actor had at its start, and its
+policy lag is measured; with ``"local"`` (``--sync``) the actor acts it here, then the learner
 learns (`tf_vtrace.agent.backends`). It writes into `out_dir`:
 
 * ``config.json``, ``episodes.csv``, ``tensorboard/``, ``learning_curve.png``
@@ -33,8 +33,9 @@ learns (`tf_vtrace.agent.backends`). It writes into `out_dir`:
   actors to start), the fractions of that time the learner waited for unrolls
   and the actors for the learner (`_Idle`), the mean updates per learner
   call in this process (``updates_per_learner_call``), the unrolls dropped
-  at a stop (``discarded_unrolls``: 0 unless an actor did not hand in its unroll in
-  time or a second signal came, see below), and with ``config.eval_every``
+  at a stop (``discarded_unrolls``: 0 unless an actor did not hand in its
+  unroll in time or a second signal came, see below), and with
+  ``config.eval_every``
   the last and best greedy evaluation (``eval_greedy_last``, ``eval_greedy_best``,
   ``eval_best_env_steps``, ``evaluations``, ``eval_s``).
 
@@ -488,9 +489,8 @@ class _UpdateLoop:
         count follows the update `ahead` updates from now."""
         config, counters = self.config, self.counters
         updates = counters.updates + ahead
-        every = config.checkpoint_updates
         return (updates >= config.num_updates
-                or (every is not None and updates % every == 0)
+                or self._counted_checkpoint_at(updates)
                 or (self.evaluation is not None and self.evaluation.due(
                     counters.env_steps + ahead * config.steps_per_update,
                     False)))
@@ -498,10 +498,14 @@ class _UpdateLoop:
     def _checkpoint_due(self):
         """Every `Config.checkpoint_updates` updates, or where that is None
         `Config.checkpoint_every_s` seconds after the last checkpoint."""
-        every = self.config.checkpoint_updates
-        if every is not None:
-            return self.counters.updates % every == 0
+        if self.config.checkpoint_updates is not None:
+            return self._counted_checkpoint_at(self.counters.updates)
         return time.monotonic() >= self.next_checkpoint
+
+    def _counted_checkpoint_at(self, updates):
+        """Whether a checkpoint by update count is due after `updates`."""
+        every = self.config.checkpoint_updates
+        return every is not None and updates % every == 0
 
     def _show(self, rates, diagnostics):
         """Advances the progress bar; its numbers are set at most once per
