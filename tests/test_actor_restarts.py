@@ -79,6 +79,39 @@ def test_a_killed_actor_process_is_replaced_until_it_fails_twice_in_a_row():
     assert actor_pids(os.getpid()) == []
 
 
+def test_an_actor_process_found_dead_by_collect_queued_is_replaced_at_collect():
+    """The learner has taken an unroll (`collect`) and asks for those
+    queued behind it: a dead worker found there is not raised (the unroll
+    taken would be lost with the call); the next `collect` replaces it, and
+    the new worker acts with the current weights."""
+    config = Config(num_envs=2, unroll_length=4, jit_compile=False,
+                    backend="process", num_actors=1, max_actor_failures=2)
+    weights = _weights(config)
+    actors = backends.make_actors(config)
+    try:
+        actors.set_weights(weights, 3)
+        actors.collect()
+        actors._poll([0], block=True)  # Its next unroll, asked for at once.
+        assert int(actors.collect_queued()["policy_version"]) == 3
+        process = actors._processes[0]
+        os.kill(process.pid, signal.SIGKILL)
+        process.join(60)
+        queued = actors.collect_queued()
+        if queued is not None:
+            # Sent before the kill (asked for by the collect): delivered.
+            assert int(queued["policy_version"]) == 3
+            queued = actors.collect_queued()
+        assert queued is None
+        assert actors.collect_queued() is None  # Left for collect.
+        assert actors.restarts_per_actor == [0]
+        actors.set_weights(weights, 4)
+        assert int(actors.collect()["policy_version"]) == 4
+        assert actors.restarts_per_actor == [1]
+    finally:
+        actors.close()
+    assert actor_pids(os.getpid()) == []
+
+
 # 45 s alone, 142 s beside other tests on the loaded 2-core machine: `slow`
 # (the process backend's restart tests run by default).
 @pytest.mark.slow

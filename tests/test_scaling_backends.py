@@ -127,6 +127,41 @@ def test_a_stop_takes_the_process_actors_unrolls_in_flight():
     assert actors.discarded_unrolls == 0
 
 
+def test_the_process_actors_ready_unrolls_are_queued_for_one_call():
+    """`collect_queued` takes the unrolls already ready behind the one
+    `collect` gave, oldest first, each actor asked again at once (with the
+    weights it holds: the call's updates come after); it never waits, and
+    with none in flight it gives None at once."""
+    config = Config(num_envs=2, unroll_length=4, jit_compile=False,
+                    backend="process", num_actors=2)
+    weights = actor.LocalActor(config.replace(backend="local", num_actors=1)
+                               ).model.get_weights()
+    actors = backends.make_actors(config)
+    try:
+        actors.set_weights(weights, 0)
+        deadline = time.time() + POLL_TIMEOUT_S
+        while min(actors.unrolls_per_actor) == 0 and time.time() < deadline:
+            actors.collect()  # Until both workers have started.
+        actors.set_weights(weights, 1)
+        _wait_until_every_unroll_is_ready(actors)
+        first = min(actors._in_flight, key=actors._in_flight.__getitem__)
+        before = list(actors.unrolls_per_actor)
+        taken = [actors.collect(), actors.collect_queued()]
+        assert all(u["observations"].shape == (5, 2, 4) for u in taken)
+        assert [after - b for after, b in zip(actors.unrolls_per_actor, before)
+                ] == [1, 1], (first, before, actors.unrolls_per_actor)
+        assert actors.pending() == 2  # Both asked again.
+        actors.stop_acting(POLL_TIMEOUT_S)
+        while actors.pending():
+            actors.collect()
+        start = time.time()
+        assert actors.collect_queued() is None
+        assert time.time() - start < 1
+    finally:
+        actors.close()
+    assert actors.discarded_unrolls == 0
+
+
 def test_a_process_actor_idles_while_the_learner_is_slower():
     """A learner that takes 1 s longer than an unroll of 8 env steps (it
     sleeps once the unroll it will take next is ready): over that second

@@ -23,7 +23,10 @@ With several actors each one always has an unroll in flight: `collect`
 returns the one that has been ready longest (so no actor starves, see
 `_AsyncActors`) and at once asks that actor for its next unroll,
 with the newest weights handed to `set_weights` (IMPALA's actors fetch the
-parameters at the start of each unroll). While the learner learns on one
+parameters at the start of each unroll). ``collect_queued()`` takes an
+unroll only if one is ready already (queued by a thread, or finished by a
+process or Ray actor), never waiting: the learner updates on it in the same
+call (`Config.updates_per_call`). While the learner learns on one
 unroll the actors keep acting with older weights, so the unrolls lag behind
 the learner; each one carries the ``policy_version`` it was acted with, and
 `Learner.step` reports the lag of every unroll (learner version − that
@@ -489,6 +492,8 @@ class _AsyncActors(actor_lib.ActorBackend):
         self._drain_deadline = None  # Set by `stop_acting`.
         self.discarded_unrolls = 0
         self._ready = collections.deque()
+        # An actor `collect_queued` found failed: `collect` replaces it.
+        self._to_replace = None
         self._acting_s, self._started = 0., time.perf_counter()
 
     @property
@@ -528,20 +533,21 @@ class _AsyncActors(actor_lib.ActorBackend):
         self._in_flight[index] = self._requests
         self._requests += 1
 
-    def _queue_ready(self):
+    def _queue_ready(self, wait=True):
         """Appends the newly finished actors to the ready queue, oldest
-        request first; waits for one if the queue is empty."""
+        request first; with `wait`, waits for one if the queue is empty."""
         waiting = [i for i in self._in_flight if i not in self._ready]
         if not waiting:
-            if not self._ready:
+            if not self._ready and wait:
                 raise ActorFailure(
                     "no unroll is left in flight" if self._drain_deadline
                     else "no unroll is in flight (more collects than "
                     "Config.num_updates?)")
             return
         stopping = self._drain_deadline is not None
-        ready = self._poll(waiting, block=not self._ready and not stopping)
-        while not ready and not self._ready:  # Stopping: bounded in time.
+        ready = self._poll(
+            waiting, block=wait and not self._ready and not stopping)
+        while wait and not ready and not self._ready:  # Stopping: bounded.
             _check_drain_deadline(self._drain_deadline)
             time.sleep(_POLL_S)
             ready = self._poll(waiting, block=False)
@@ -579,26 +585,55 @@ class _AsyncActors(actor_lib.ActorBackend):
         """The unroll ready longest; its actor starts the next one at once."""
         if self._weights is None:
             raise RuntimeError("set_weights must be called before collect.")
+        if self._to_replace is not None:
+            index, failure = self._to_replace
+            self._to_replace = None
+            if self._drain_deadline is None:
+                self._replace(index, failure)
         for index in range(self.num_actors):
             if index not in self._in_flight:
                 self._request(index)
         while True:
             self._queue_ready()
-            index = self._ready.popleft()
-            try:
-                unroll, acting_s = self._receive(index)
-            except _ActorDied as failure:
-                del self._in_flight[index]
-                self._requests_left += 1  # Its unroll is to be acted again.
-                if self._drain_deadline is None:
-                    self._replace(index, failure)
-                continue
+            unroll = self._take(self._ready.popleft())
+            if unroll is not None:
+                return unroll
+
+    def collect_queued(self):
+        """The unroll ready longest if one is ready now, else None (no
+        wait); its actor starts the next one at once. A failed actor found
+        here is replaced at the next `collect`: this call comes after
+        `collect` has given the learner an unroll, and must not lose it to
+        an `ActorFailure`."""
+        if self._weights is None or self._to_replace is not None:
+            return None
+        self._queue_ready(wait=False)
+        while self._ready and self._to_replace is None:
+            unroll = self._take(self._ready.popleft(), defer_replace=True)
+            if unroll is not None:
+                return unroll
+        return None
+
+    def _take(self, index, defer_replace=False):
+        """Actor `index`'s finished unroll, counted, and its next one asked
+        for; None if the actor failed: it is replaced (now, or at the next
+        `collect` with `defer_replace`; not while stopping)."""
+        try:
+            unroll, acting_s = self._receive(index)
+        except _ActorDied as failure:
             del self._in_flight[index]
-            self._acting_s += acting_s
-            self.unrolls_per_actor[index] += 1
-            self._failures.succeeded(index)
-            self._request(index)
-            return unroll
+            self._requests_left += 1  # Its unroll is to be acted again.
+            if defer_replace:
+                self._to_replace = (index, failure)
+            elif self._drain_deadline is None:
+                self._replace(index, failure)
+            return None
+        del self._in_flight[index]
+        self._acting_s += acting_s
+        self.unrolls_per_actor[index] += 1
+        self._failures.succeeded(index)
+        self._request(index)
+        return unroll
 
     def _replace(self, index, failure):
         """Starts a new actor `index` with the current weights, or raises
