@@ -130,7 +130,7 @@ bench-scan: venv
 
 # Env steps/s, learner steps/s and policy lag per actor backend (docs/scaling.md).
 bench-actors: venv
-	$(PY) -m benchmarks.actor_backends
+	$(PY) -m benchmarks.actor_backends --out docs/actor_backends.json
 
 bench: venv
 	bash benchmarks/peers/run_all.sh

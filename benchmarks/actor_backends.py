@@ -16,7 +16,7 @@ Prints the medians over the repeats (with min–max) and the ratio of each
 median to the local backend's, measured in the same run; writes every
 measurement to `--out` (JSON).
 
-    python -m benchmarks.actor_backends                 # make bench-actors
+    python -m benchmarks.actor_backends --out docs/actor_backends.json  # make bench-actors
     python -m benchmarks.actor_backends --quick --settings local process:1
 """
 
