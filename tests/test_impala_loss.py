@@ -166,22 +166,56 @@ def test_lambda_returns_differ_from_vs_only_for_lambda_below_one():
         float(_tf(inp, pg_target="lambda_returns")[1]["policy_loss"]), rtol=1e-12)
 
 
-def test_gradients_treat_targets_as_constants():
-    inp = {k: tf.constant(v) for k, v in _inputs(2).items()}
-    logits, values = (tf.Variable(inp.pop(k)) for k in
-                      ("target_policy_logits", "values"))
+def _gradient_inputs(seed=2):
+    """`_inputs(seed)` as tensors, the target logits and values variables."""
+    inp = {k: tf.constant(v) for k, v in _inputs(seed).items()}
+    for key in ("target_policy_logits", "values"):
+        inp[key] = tf.Variable(inp[key])
+    return inp
+
+
+def _loss_gradients(inp, upstream=None):
+    """d (impala_loss) / d (target logits, values), the loss's gradient
+    scaled by `upstream` (a caller's `output_gradients`)."""
     with tf.GradientTape() as tape:
-        loss, _ = impala_loss(target_policy_logits=logits, values=values,
-                              entropy_cost=0., kl_cost=0., baseline_cost=0.5,
-                              **inp)
-    d_logits, d_values = tape.gradient(loss, [logits, values])
-    ref = dict(_inputs(2))
+        loss, _ = impala_loss(**inp, entropy_cost=0., kl_cost=0.,
+                              baseline_cost=0.5)
+    if upstream is not None:
+        upstream = tf.convert_to_tensor(upstream)  # A variable: read here.
+    return tape.gradient(loss, [inp["target_policy_logits"], inp["values"]],
+                         output_gradients=upstream)
+
+
+def _expected_gradients(seed=2):
+    """The same from the paper's definitions: vs and the advantages are
+    constants, so d/d logits = -A_t (onehot(a_t) - π) and d/d V = -c (vs - V)."""
+    ref = dict(_inputs(seed))
     _, _, _, vs, pg_adv = _reference(ref, entropy_cost=0., kl_cost=0.)
     onehot = np.eye(A)[ref["actions"]]
-    expected_logits = -pg_adv[..., None] * (onehot - _softmax(ref["target_policy_logits"]))
-    np.testing.assert_allclose(d_logits.numpy(), expected_logits, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(d_values.numpy(), -0.5 * (vs - ref["values"]),
-                               rtol=1e-9, atol=1e-12)
+    return (-pg_adv[..., None] * (onehot - _softmax(ref["target_policy_logits"])),
+            -0.5 * (vs - ref["values"]))
+
+
+def test_gradients_treat_targets_as_constants():
+    for got, want in zip(_loss_gradients(_gradient_inputs()),
+                         _expected_gradients()):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("run", ["eager", "tf.function"])
+def test_gradients_scale_with_the_upstream(run):
+    """The fused loss hands back its precomputed gradient times the
+    upstream: statically 1 (the loss itself), a constant, and a value known
+    only when the step runs (in a tf.function)."""
+    scale = tf.Variable(-0.75, dtype=tf.float64)
+    compute = _loss_gradients if run == "eager" else tf.function(_loss_gradients)
+    inp, expected = _gradient_inputs(), _expected_gradients()
+    for upstream, factor in ((None, 1.), (tf.constant(1., tf.float64), 1.),
+                             (tf.constant(2.5, tf.float64), 2.5),
+                             (scale, -0.75)):
+        for got, want in zip(compute(inp, upstream), expected):
+            np.testing.assert_allclose(got.numpy(), factor * want, rtol=1e-9,
+                                       atol=1e-12, err_msg=str(factor))
 
 
 def test_batch_major_equals_time_major():
