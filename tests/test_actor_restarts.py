@@ -43,11 +43,16 @@ def _kill_twice(first_pid, timeout=240):
     return thread, killed
 
 
-def test_a_killed_actor_process_is_replaced_until_it_fails_twice_in_a_row():
+def _one_process_actor():
+    """A policy's initial weights and one process actor that may fail once
+    in a row (the second failure in a row stops it)."""
     config = Config(num_envs=2, unroll_length=4, jit_compile=False,
                     backend="process", num_actors=1, max_actor_failures=2)
-    weights = _weights(config)
-    actors = backends.make_actors(config)
+    return _weights(config), backends.make_actors(config)
+
+
+def test_a_killed_actor_process_is_replaced_until_it_fails_twice_in_a_row():
+    weights, actors = _one_process_actor()
     try:
         actors.set_weights(weights, 3)
         actors.collect()
@@ -84,10 +89,7 @@ def test_an_actor_process_found_dead_by_collect_queued_is_replaced_at_collect():
     queued behind it: a dead worker found there is not raised (the unroll
     taken would be lost with the call); the next `collect` replaces it, and
     the new worker acts with the current weights."""
-    config = Config(num_envs=2, unroll_length=4, jit_compile=False,
-                    backend="process", num_actors=1, max_actor_failures=2)
-    weights = _weights(config)
-    actors = backends.make_actors(config)
+    weights, actors = _one_process_actor()
     try:
         actors.set_weights(weights, 3)
         actors.collect()

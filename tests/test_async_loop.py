@@ -431,12 +431,7 @@ def test_the_learner_takes_the_queued_unrolls_into_one_call():
         assert [int(u["policy_version"]) for u, _ in steps] == [0, 0]
         assert learner.version == 2 == history.newest_version
         assert actors.unrolls_per_actor == [2]
-        actors.stop_acting(POLL_TIMEOUT_S)
-        while actors.pending():
-            actors.collect()
-        start = time.time()
-        assert actors.collect_queued() is None
-        assert time.time() - start < 1
+        backlog.assert_collect_queued_does_not_wait(actors)
     finally:
         actors.close()
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 
+import backlog
 import numpy as np
 import pytest
 from tolerances import POLL_TIMEOUT_S, SUBPROCESS_TIMEOUT_S
@@ -102,15 +103,21 @@ def test_ready_unrolls_are_taken_oldest_first(backend):
     assert sorted(lags)[len(lags) // 2] == num_actors, lags
 
 
-def test_a_stop_takes_the_process_actors_unrolls_in_flight():
-    """After `stop_acting` the unrolls in flight (one per actor) are still
-    collected, no more is asked for, and nothing is left to drop. (That a
-    finished run leaves none in flight: the command-line runs below.)"""
+def _two_process_actors():
+    """A policy's initial weights and two process actors of small unrolls
+    (2 envs × 4 steps)."""
     config = Config(num_envs=2, unroll_length=4, jit_compile=False,
                     backend="process", num_actors=2)
     weights = actor.LocalActor(config.replace(backend="local", num_actors=1)
                                ).model.get_weights()
-    actors = backends.make_actors(config)
+    return weights, backends.make_actors(config)
+
+
+def test_a_stop_takes_the_process_actors_unrolls_in_flight():
+    """After `stop_acting` the unrolls in flight (one per actor) are still
+    collected, no more is asked for, and nothing is left to drop. (That a
+    finished run leaves none in flight: the command-line runs below.)"""
+    weights, actors = _two_process_actors()
     try:
         actors.set_weights(weights, 0)
         actors.collect()  # Its actor is asked again at once.
@@ -132,11 +139,7 @@ def test_the_process_actors_ready_unrolls_are_queued_for_one_call():
     `collect` gave, oldest first, each actor asked again at once (with the
     weights it holds: the call's updates come after); it never waits, and
     with none in flight it gives None at once."""
-    config = Config(num_envs=2, unroll_length=4, jit_compile=False,
-                    backend="process", num_actors=2)
-    weights = actor.LocalActor(config.replace(backend="local", num_actors=1)
-                               ).model.get_weights()
-    actors = backends.make_actors(config)
+    weights, actors = _two_process_actors()
     try:
         actors.set_weights(weights, 0)
         deadline = time.time() + POLL_TIMEOUT_S
@@ -151,12 +154,7 @@ def test_the_process_actors_ready_unrolls_are_queued_for_one_call():
         assert [after - b for after, b in zip(actors.unrolls_per_actor, before)
                 ] == [1, 1], (first, before, actors.unrolls_per_actor)
         assert actors.pending() == 2  # Both asked again.
-        actors.stop_acting(POLL_TIMEOUT_S)
-        while actors.pending():
-            actors.collect()
-        start = time.time()
-        assert actors.collect_queued() is None
-        assert time.time() - start < 1
+        backlog.assert_collect_queued_does_not_wait(actors)
     finally:
         actors.close()
     assert actors.discarded_unrolls == 0
