@@ -464,7 +464,9 @@ class _AsyncActors(actor_lib.ActorBackend):
     whose unroll is ready is therefore served within `num_actors` − 1
     collects, however fast the others are (taking, say, the lowest-numbered
     ready actor would starve the rest whenever the learner is the slower
-    side). `unrolls_per_actor` counts what each actor gave.
+    side). `collect_queued` takes from the same order, without waiting: the
+    unrolls already ready, for the learner's same call.
+    `unrolls_per_actor` counts what each actor gave.
 
     The actors are asked for `config.num_updates` − `start_update` unrolls
     in all (the updates left; one more for each that failed), so at the end
