@@ -496,6 +496,32 @@ def test_idle_fractions_start_once_every_actor_has_given_an_unroll():
     assert idle.fractions()["actor_idle_fraction"] == 0.
 
 
+def test_idle_fractions_start_after_the_first_update_is_recorded(
+        tmp_path, monkeypatch):
+    """The first record traces the TensorBoard writer (≈ 0.14 s, the
+    actors waiting meanwhile): a start-up cost like the first compile, so
+    the fractions start after it, as do the warm rates."""
+    from tf_vtrace.agent import recording
+    events = []
+    record, warm = recording.Recorder.record, train_lib._Idle.warm
+
+    def logged_record(self, *args, **kwargs):
+        events.append("record")
+        return record(self, *args, **kwargs)
+
+    def logged_warm(self, actor):
+        started = self.start is not None
+        warm(self, actor)
+        if not started and self.start is not None:
+            events.append("warm")
+
+    monkeypatch.setattr(recording.Recorder, "record", logged_record)
+    monkeypatch.setattr(train_lib._Idle, "warm", logged_warm)
+    train_lib.train(SMALL.replace(backend="local"), str(tmp_path),
+                    progress=False)
+    assert events[:2] == ["record", "warm"], events[:4]
+
+
 def test_idle_fractions_leave_out_the_evaluations():
     """Outside a pause (an evaluation) the learner waited 0.1 s and the
     actors 0.05 s of at least 0.2 s; during the 0.3-s pause the actors

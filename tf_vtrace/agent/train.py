@@ -154,8 +154,9 @@ def actor_learner_steps(actor, learner, history, idle=None, most=1):
 class _Idle:
     """Seconds the learner waited for unrolls (in `collect`) and the actors
     waited for the learner, from the end of the first update after every
-    actor has given an unroll (`warm`: their start and first compile left
-    out) to the end of the loop (`finish`).
+    actor has given an unroll, recorded (`warm`: their start, the first
+    compile and the first trace of the TensorBoard writer left out), to the
+    end of the loop (`finish`).
 
     The synchronous ``"local"`` backend's actor idles while the learner
     learns (all but its `collect`); the other backends' actors say how long
@@ -459,9 +460,6 @@ class _UpdateLoop:
         counters.env_steps += config.steps_per_update
         self.lags[int(diagnostics["policy_lag"])] += 1
         error = self._count_skipped(diagnostics)
-        self.warm_start = self.warm_start or (
-            time.time(), counters.env_steps, counters.updates)
-        self.idle.warm(self.actor)
         elapsed = time.time() - self.loop_start
         rates = {"env_steps_per_s": (counters.env_steps - self.start_steps)
                  / elapsed,
@@ -471,6 +469,11 @@ class _UpdateLoop:
                              dict(rates, skipped_updates=counters.skipped,
                                   actor_restarts=sum(self._restarts())))
         self._show(rates, diagnostics)
+        # Warm from here: the first record traces the TensorBoard writer
+        # (≈ 0.14 s), a start-up cost like the learner's compile.
+        self.warm_start = self.warm_start or (
+            time.time(), counters.env_steps, counters.updates)
+        self.idle.warm(self.actor)
         return error
 
     def _call_size(self):
