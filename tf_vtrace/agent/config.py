@@ -182,21 +182,21 @@ class Config:
       updates_per_call: The most learner updates one compiled call makes (1 to
         `MAX_UPDATES_PER_CALL`): when the learner takes an unroll and more are
         ready already (queued by the ``"thread"`` backend's actors, or finished
-        by other process or Ray actors), it makes an update on each of them in
-        turn, in the same call, each on the weights the one before left: the
-        same updates as one call each, with one call's fixed cost (the
-        dispatch, the threads' turns on 2 cores, the weights' copy) for all.
-        The actors get the weights after the last. 2: on 2 cores, with the
-        actor thread acting beside it, an update took 1.2–1.3 ms in pairs
-        against 1.4–2.4 ms one per call, and both sides waited ≤ 10 % of the
-        time in 12 runs of 12 of the bench's command, against 10 of 12
-        (docs/scaling.md); with the ``"process"`` backend's 2 actors,
-        1.04–1.46× the env steps/s of one per call in 6 runs of 6. A call stops
-        before an evaluation, a checkpoint by update count and the run's last
-        update, so that they come where they would. 1: one update per call, as
-        before 7 December 2026 (and always under a `strategy`, and with the
-        synchronous ``"local"`` backend, which acts only when the learner
-        asks).
+        by the other actors of the ``"process"`` and ``"ray"`` backends), it
+        makes an update on each of them in turn, in the same call, each on the
+        weights the one before left: the same updates as one call each, with
+        one call's fixed cost (the dispatch, the threads' turns on 2 cores, the
+        weights' copy) for all. The actors get the weights after the last. 2:
+        on 2 cores, with the actor thread acting beside it, an update took
+        1.2–1.3 ms in pairs against 1.4–2.4 ms one per call, and both sides
+        waited ≤ 10 % of the time in 12 runs of 12 of the bench's command,
+        against 10 of 12 (docs/scaling.md); with the ``"process"`` backend's 2
+        actors, 1.04–1.46× the env steps/s of one per call in 6 runs of 6. A
+        call stops before an evaluation, a checkpoint by update count and the
+        run's last update, so that they come where they would. 1: one update
+        per call, as before 7 December 2026 (and always under a `strategy`, and
+        with the synchronous ``"local"`` backend, which acts only when the
+        learner asks).
       strategy: The learner's `tf.distribute` strategy: ``"none"`` (one
         device), ``"mirrored"`` (`tf.distribute.MirroredStrategy` over this
         host's GPUs, else its logical CPU devices) or ``"multi_worker"``
