@@ -566,7 +566,8 @@ class Learner:
         as Python floats, plus ``policy_lag`` (learner version − the
         unroll's policy version, before this update)."""
         if self.strategy is None:
-            (packed, before), = self._step_outputs([unroll])[0]
+            blocks, _, _ = self._step_outputs([unroll])
+            packed, before = blocks[0]
             return self._diagnostics(packed, before, unroll)
         version_before = self.version
         packed = self._step(*self._distributed_inputs(unroll)).numpy()

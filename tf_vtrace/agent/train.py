@@ -8,8 +8,9 @@ learner step on it (with the unrolls already queued behind it, up to
 unroll: `actor_learner_steps`). With the default ``"thread"`` backend (and
 ``"process"``, ``"ray"``) the actors act while the learner learns: the
 unroll was acted with the weights the actor had at its start, and its
-policy lag is measured; with ``"local"`` (``--sync``) the actor acts it here, then the learner
-learns (`tf_vtrace.agent.backends`). It writes into `out_dir`:
+policy lag is measured; with ``"local"`` (``--sync``) the actor acts it
+here, then the learner learns (`tf_vtrace.agent.backends`). It writes into
+`out_dir`:
 
 * ``config.json``, ``episodes.csv``, ``tensorboard/``, ``learning_curve.png``
   (see `tf_vtrace.agent.recording`);
