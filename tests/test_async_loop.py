@@ -145,8 +145,8 @@ def test_the_actor_thread_prepares_while_the_learner_is_behind():
 def _wait_for_a_waiting_actor(actors):
     """Until the queue is full and the one actor thread waits on `put` with
     the next unroll acted (`queue_size` + 1 started)."""
-    _wait_until(lambda: actors._queue.full() and actors._waiting
-                and actors._acting == actors.config.queue_size + 1,
+    _wait_until(lambda: actors._queue.qsize() == actors.config.queue_size
+                and actors._waiting and actors._acting == actors.config.queue_size + 1,
                 "a full queue and a waiting actor")
 
 
@@ -273,7 +273,8 @@ def test_close_stops_acting_threads_and_counts_what_it_drops():
     actors = backends.make_actors(config)
     actors.set_weights(_weights(config), 0)
     actors.collect()
-    _wait_until(lambda: actors._queue.full(), "a full queue")
+    _wait_until(lambda: actors._queue.qsize() == config.queue_size,
+                "a full queue")
     start = time.time()
     actors.close()
     assert time.time() - start < 30

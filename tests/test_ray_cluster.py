@@ -20,6 +20,7 @@ import time
 import pytest
 
 from tf_vtrace.agent import backends
+from tf_vtrace.agent.backends import ray_actors
 from tf_vtrace.agent.config import Config
 
 # Every child process is killed after this many seconds, whatever happens.
@@ -77,7 +78,7 @@ def test_unreachable_ray_address_names_it(monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", address)
     # Import Ray first, as RayActors would (seconds on a loaded machine): the
     # clock then times the connection attempt alone, refused in milliseconds.
-    backends._import_ray(loopback=True, start_here=False)
+    ray_actors._import_ray(loopback=True, start_here=False)
     start = time.time()
     with pytest.raises(ConnectionError, match=f"RAY_ADDRESS='{address}'"):
         backends.RayActors(Config(backend="ray", num_actors=1,

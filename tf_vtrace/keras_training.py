@@ -27,20 +27,16 @@ collected and is raised again, naming the actor, when the `with` block exits.
 """
 
 import collections
-import queue
 import threading
 
 import numpy as np
 import tensorflow as tf
 
+from tf_vtrace._actor_queue import ActorQueue
 from tf_vtrace.keras import keras, pack_targets
 
 __all__ = ["ActorError", "ActorThread", "SyncWeights", "UnrollModel",
            "unroll_to_batch"]
-
-# How often (seconds) a blocked put or get looks whether it should give up.
-_POLL_SECONDS = 0.1
-
 
 class ActorError(RuntimeError):
     """The actor thread failed; the actor's own exception is the `__cause__`."""
@@ -143,6 +139,15 @@ class ActorThread:
     exiting stops it, waits for it and raises `ActorError` (naming the actor)
     if it failed.
 
+    The queue and its waits are `tf_vtrace._actor_queue.ActorQueue`, the
+    core the agent's `tf_vtrace.agent.backends.ThreadActors` stands on too.
+    The two differ beside the queue, each as its consumer needs: here one
+    thread takes each set of weights published once, and a failure ends
+    the dataset (after the unrolls already queued) and is raised at the
+    end of the `with` block, where `fit` has stopped; `ThreadActors`' threads
+    read one version-tagged set, and a failure is queued like an unroll
+    for the learner, which replaces the thread and goes on.
+
     Args:
       actor: Has ``set_weights(weights, version)`` and ``collect()`` → an
         unroll dict with ``policy_version``, ``rewards``, ``episode_returns``
@@ -157,12 +162,10 @@ class ActorThread:
             raise ValueError(f"`num_unrolls` and `capacity` must be >= 1, got "
                              f"{num_unrolls} and {capacity}.")
         self.actor, self.num_unrolls, self.name = actor, int(num_unrolls), name
-        self._queue = queue.Queue(int(capacity))
-        self._stop = threading.Event()
+        self._queue = ActorQueue(int(capacity))
         self._weights_lock = threading.Lock()
         self._new_weights = None
         self._in_flight = collections.deque()  # handed to tf.data, not trained
-        self._peeked = None  # read for the dataset's element spec
         self._not_queued = None  # collected when told to stop
         self.statistics = _Statistics()
         self.error = None
@@ -180,24 +183,14 @@ class ActorThread:
         if new is not None:
             self.actor.set_weights(*new)
 
-    def _put(self, unroll):
-        """Blocks while the queue is full; False if told to stop meanwhile."""
-        while not self._stop.is_set():
-            try:
-                self._queue.put(unroll, timeout=_POLL_SECONDS)
-                return True
-            except queue.Full:
-                pass
-        return False
-
     def _run(self):
         try:
             for _ in range(self.num_unrolls):
                 self._take_new_weights()
-                if self._stop.is_set():
+                if self._queue.stopped():
                     return
                 unroll = self.actor.collect()
-                if not self._put(unroll):  # told to stop: keep it for `unused`
+                if not self._queue.put(unroll):  # told to stop: keep it for `unused`
                     self._not_queued = unroll
                     return
         except Exception as error:  # any failure is handed to the main thread
@@ -205,15 +198,7 @@ class ActorThread:
 
     def _get(self):
         """The next unroll; None once the thread has ended and left none."""
-        if self._peeked is not None:
-            unroll, self._peeked = self._peeked, None
-            return unroll
-        while True:
-            try:
-                return self._queue.get(timeout=_POLL_SECONDS)
-            except queue.Empty:
-                if not self._thread.is_alive() and self._queue.empty():
-                    return None
+        return self._queue.get(self._thread.is_alive)
 
     def unrolls(self, to_batch=unroll_to_batch):
         """Yields `to_batch(unroll)` for each unroll, in collection order."""
@@ -241,16 +226,18 @@ class ActorThread:
             output_signature=signature).with_options(options)
 
     def _peek(self):
-        """The first unroll, waited for and kept for `_get` to return first."""
+        """The first unroll, waited for and put back for `_get` to return
+        first."""
         if self._thread.ident is None:
             raise RuntimeError("ActorThread.dataset() reads the actor's first "
                                "unroll: call it inside `with ActorThread(...)`.")
-        self._peeked = self._get()
-        if self._peeked is None:
+        first = self._get()
+        if first is None:
             self._raise_error()
             raise ActorError(f"actor thread {self.name!r} ended before its "
                              "first unroll.")
-        return self._peeked
+        self._queue.put_back(first)
+        return first
 
     def batch_trained(self, version):
         """Marks the oldest unroll handed to `fit` as trained on by the update
@@ -262,10 +249,7 @@ class ActorThread:
 
     def unused(self):
         """The unrolls collected but not trained on (after the thread ends)."""
-        left = list(self._in_flight) + [
-            u for u in (self._peeked,) if u is not None]
-        while not self._queue.empty():
-            left.append(self._queue.get_nowait())
+        left = list(self._in_flight) + self._queue.drain()
         return left + [u for u in (self._not_queued,) if u is not None]
 
     def __enter__(self):
@@ -279,7 +263,7 @@ class ActorThread:
                 f"{type(self.error).__name__}: {self.error}") from self.error
 
     def __exit__(self, *exc_info):
-        self._stop.set()
+        self._queue.stop()
         self._thread.join()
         self._raise_error()
         return False

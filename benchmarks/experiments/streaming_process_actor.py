@@ -35,9 +35,9 @@ def _actor_process(connection, credits):
     """Acts until told to stop; sends ("unroll", unroll, acting_s) each
     time. The actor is the process backend's own (`_RemoteActor`: one
     TensorFlow thread, `acting_s` the seconds to set the weights and act)."""
-    from tf_vtrace.agent import backends
+    from tf_vtrace.agent.backends import _remote
     from tf_vtrace.agent.config import Config
-    actor = backends._RemoteActor(Config(env_id="CartPole-v1"), seed_offset=0)
+    actor = _remote._RemoteActor(Config(env_id="CartPole-v1"), seed_offset=0)
     latest, held = None, None
 
     def handle(message):

@@ -56,7 +56,19 @@ UNROLL_KEYS = (
 
 
 class ActorBackend(abc.ABC):
-    """The contract between the training loop and whatever runs the actors."""
+    """The contract between the training loop and whatever runs the actors.
+
+    Attributes:
+      prepare: The hook: None, or a function applied to each unroll before
+        it is queued, returning the unroll to queue instead (the learner's
+        `Learner.prepare`: its tensors made off the learner's thread). A
+        backend that queues unrolls in the learner's process calls it
+        (`tf_vtrace.agent.backends.ThreadActors`: while the learner is
+        behind); the others return their unrolls as acted, which the
+        learner takes as well. Set by `tf_vtrace.agent.backends.make_actors`.
+    """
+
+    prepare = None
 
     @abc.abstractmethod
     def set_weights(self, weights, version):
