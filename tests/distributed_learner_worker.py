@@ -92,7 +92,9 @@ class PerReplicaClipping:
             zip(gradients, learner_.model.trainable_variables))
 
     def step(self, unroll):
-        self._step(*self.learner._distributed_inputs(unroll))
+        from tf_vtrace.agent import distribute, learner
+        self._step(*distribute.distributed_inputs(
+            self.learner.strategy, unroll, learner.LEARNER_INPUTS))
 
 
 def max_difference(a, b):

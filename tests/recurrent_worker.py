@@ -19,7 +19,7 @@ def main(out_dir):
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from tf_vtrace.agent import actor as actor_lib
-    from tf_vtrace.agent import envs
+    from tf_vtrace.agent import distribute, envs
     from tf_vtrace.agent import learner as learner_lib
     from tf_vtrace.agent.config import Config
     config = Config(core="lstm", core_size=16, hidden_sizes=(32,), num_envs=4,
@@ -41,7 +41,8 @@ def main(out_dir):
                                        mirrored.get_weights()))
     with open(os.path.join(out_dir, "recurrent_mirrored.json"), "w") as f:
         json.dump({"want": want, "got": got, "weight_error": weight_error,
-                   "replicas": mirrored._local_replicas}, f)
+                   "replicas": distribute.local_replicas(mirrored.strategy)},
+                  f)
     print("DONE")
 
 

@@ -93,7 +93,7 @@ def reference(correction, data, rhos, epsilon):
 def run(correction, data, epsilon):
     as32 = lambda x: tf.constant(x, tf.float32)  # noqa: E731
     target, values = as32(data["target"]), as32(data["values"])
-    inputs = corrections.LossInputs(
+    inputs = corrections.CorrectionInputs(
         [as32(data["behaviour"])], [target], [tf.constant(data["actions"])],
         as32(data["discounts"]), as32(data["rewards"]), values,
         as32(data["bootstrap"]), tf.constant(data["truncated"]),

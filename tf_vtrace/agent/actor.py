@@ -328,51 +328,75 @@ class LocalActor(ActorBackend):
         return logits.numpy(), values.numpy(), state.numpy()
 
     def collect(self):
-        T, B = self.config.unroll_length, self.config.num_envs
-        observations = np.empty((T + 1,) + self._observations.shape,
-                                self._observations.dtype)
-        final_observations = np.empty_like(observations[1:])
-        observations[0] = self._observations
-        logits = np.empty((T, B, sum(self.head_sizes)), np.float32)
-        actions = np.empty((T, B, len(self.head_sizes)), np.int32)
-        rewards, truncation_values = (np.zeros((T, B), np.float32)
-                                      for _ in range(2))
-        terminated, truncated = (np.zeros((T, B), bool) for _ in range(2))
+        T = self.config.unroll_length
+        buffers = self._empty_buffers(T)
         initial_core_state = (None if self._core_state is None
                               else self._core_state.copy())
         for t in range(T):
-            logits[t], state_after = self._logits(observations[t],
-                                                  self._core_state)
-            actions[t] = sample_actions(logits[t], self.head_sizes, self._rng)
-            next_obs, reward, term, trunc, info = self.envs.step(
-                envs_lib.to_env_actions(actions[t], self.action_space))
-            self._episodes.update(reward, term | trunc)
-            observations[t + 1] = next_obs
-            final_observations[t] = _final_observations(next_obs, info)
-            rewards[t], terminated[t] = reward, term
-            truncated[t] = trunc & ~term
-            if truncated[t].any():
-                # V of the ended episode's last observation, from the state
-                # of that episode.
-                _, final_values, _ = self._logits_and_values(
-                    final_observations[t], state_after)
-                truncation_values[t] = np.where(truncated[t], final_values, 0.)
-            if self.recurrent:
-                # The next observation starts a new episode where this one
-                # ended: its state starts from zeros.
-                self._core_state = state_after * ~(term | trunc)[:, None, None]
-        self._observations = observations[T].copy()
+            self._act(t, buffers)
+        self._observations = buffers["observations"][T].copy()
+        return self._unroll(buffers, initial_core_state)
+
+    def _empty_buffers(self, T):
+        """The arrays one unroll of `T` steps fills, by unroll key, with
+        x_0 in place."""
+        B, dtype = self.config.num_envs, self._observations.dtype
+        observations = np.empty((T + 1,) + self._observations.shape, dtype)
+        observations[0] = self._observations
+        return {
+            "observations": observations,
+            "final_observations": np.empty_like(observations[1:]),
+            "behaviour_logits": np.empty((T, B, sum(self.head_sizes)),
+                                         np.float32),
+            "actions": np.empty((T, B, len(self.head_sizes)), np.int32),
+            "rewards": np.zeros((T, B), np.float32),
+            "truncation_values": np.zeros((T, B), np.float32),
+            "terminated": np.zeros((T, B), bool),
+            "truncated": np.zeros((T, B), bool),
+        }
+
+    def _act(self, t, buffers):
+        """Step t: act on x_t, step the envs, fill row t of `buffers`."""
+        observations, logits, actions, truncated = (buffers[key] for key in (
+            "observations", "behaviour_logits", "actions", "truncated"))
+        logits[t], state_after = self._logits(observations[t],
+                                              self._core_state)
+        actions[t] = sample_actions(logits[t], self.head_sizes, self._rng)
+        next_obs, reward, term, trunc, info = self.envs.step(
+            envs_lib.to_env_actions(actions[t], self.action_space))
+        self._episodes.update(reward, term | trunc)
+        observations[t + 1] = next_obs
+        buffers["final_observations"][t] = _final_observations(next_obs, info)
+        buffers["rewards"][t], buffers["terminated"][t] = reward, term
+        truncated[t] = trunc & ~term
+        if truncated[t].any():
+            # V of the ended episode's last observation, from the state of
+            # that episode.
+            _, final_values, _ = self._logits_and_values(
+                buffers["final_observations"][t], state_after)
+            buffers["truncation_values"][t] = np.where(truncated[t],
+                                                       final_values, 0.)
+        if self.recurrent:
+            # The next observation starts a new episode where this one
+            # ended: its state starts from zeros.
+            self._core_state = state_after * ~(term | trunc)[:, None, None]
+
+    def _unroll(self, buffers, initial_core_state):
+        """The unroll dict (`UNROLL_KEYS`) of the filled `buffers`."""
+        rewards, terminated = buffers["rewards"], buffers["terminated"]
         if self.config.reward_clip is not None:
             rewards = np.clip(rewards, -self.config.reward_clip,
                               self.config.reward_clip)
         episode_returns, episode_lengths = self._episodes.pop()
         unroll = {
-            "observations": observations, "actions": actions,
-            "behaviour_logits": logits, "rewards": rewards,
+            "observations": buffers["observations"],
+            "actions": buffers["actions"],
+            "behaviour_logits": buffers["behaviour_logits"],
+            "rewards": rewards,
             "discounts": (self.config.discount * ~terminated).astype(np.float32),
-            "terminated": terminated, "truncated": truncated,
-            "final_observations": final_observations,
-            "truncation_values": truncation_values,
+            "terminated": terminated, "truncated": buffers["truncated"],
+            "final_observations": buffers["final_observations"],
+            "truncation_values": buffers["truncation_values"],
             "policy_version": np.int64(self.version),
             "episode_returns": episode_returns,
             "episode_lengths": episode_lengths,

@@ -51,14 +51,14 @@ import tensorflow_probability as tfp
 from tf_vtrace import impala, vtrace
 from tf_vtrace.agent.config import CORRECTIONS
 
-__all__ = ["CORRECTIONS", "EPSILON", "LossInputs", "behaviour_diagnostics",
-           "correction_loss", "correction_targets"]
+__all__ = ["CORRECTIONS", "EPSILON", "CorrectionInputs",
+           "behaviour_diagnostics", "correction_loss", "correction_targets"]
 
 # The paper's ε of the ε-correction.
 EPSILON = 1e-6
 
 
-class LossInputs(collections.namedtuple("LossInputs", [
+class CorrectionInputs(collections.namedtuple("CorrectionInputs", [
         "behaviour_logits", "target_logits", "actions", "discounts", "rewards",
         "values", "bootstrap_value", "truncated", "truncation_values"])):
     """One unroll, time-major, as `impala_loss` takes it: the logits and the
@@ -166,7 +166,7 @@ def correction_loss(correction, inputs, costs, epsilon=EPSILON):
 
     Args:
       correction: One of `CORRECTIONS`.
-      inputs: A `LossInputs`.
+      inputs: A `CorrectionInputs`.
       costs: A dict with ``baseline_cost`` and ``entropy_cost``.
       epsilon: ε of ``"epsilon"``.
 
