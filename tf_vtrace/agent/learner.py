@@ -42,7 +42,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_vtrace import _tape
+from tf_vtrace import _dispatch
 from tf_vtrace.agent import _recurrent, corrections, networks
 
 __all__ = ["Learner", "LEARNER_INPUTS", "Update", "make_optimizer",
@@ -303,7 +303,7 @@ class Learner:
         if self._flat_weights is None:
             return self.model.get_weights()
         return self._split_weights(
-            _tape.call_concrete_unrecorded(self._flat_weights, []).numpy())
+            _dispatch.call_concrete_unrecorded(self._flat_weights, []).numpy())
 
     def _split_weights(self, flat):
         """The flat weights vector as `get_weights`' list (views of it)."""
@@ -552,7 +552,7 @@ class Learner:
         if concrete is None:
             concrete = self._step.get_concrete_function(*inputs)
             self._concrete_steps[signature] = concrete
-        out = _tape.call_concrete_unrecorded(concrete, inputs).numpy()
+        out = _dispatch.call_concrete_unrecorded(concrete, inputs).numpy()
         count = len(self._diagnostic_keys)
         width = count + 2  # The diagnostics, then the version before.
         blocks = [(out[start:start + count],
