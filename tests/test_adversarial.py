@@ -422,13 +422,13 @@ def test_annealed_python_hyperparameters_compile_once():
     """A new Python-number λ, ρ̄ or cost each call is an input of the compiled
     call, not a new constant: no new kernel, no new fused loss, no retrace;
     and each value still gives the reference's numbers."""
-    from tf_vtrace import _fused, vtrace
+    from tf_vtrace import _fused, _kernel_cache
     batch = make_batch(5)
     tensors = {k: tf.constant(v) for k, v in batch.items()}
     for step in range(3):  # Warm: the first values compile.
         impala_loss(**tensors, lambda_=0.5 + step / 100, entropy_cost=0.01 + step)
         run("from_logits", "eager", batch, hyper={"lambda_": 0.5 + step / 100})
-    kernels = vtrace._concrete_kernel.cache_info()
+    kernels = _kernel_cache.concrete_kernel.cache_info()
     losses = _fused._compiled_loss_sums.cache_info()
     for step in range(10):
         value = 0.6 + step / 37
@@ -442,7 +442,7 @@ def test_annealed_python_hyperparameters_compile_once():
         impala_loss(**tensors, lambda_=value, entropy_cost=value, kl_cost=value,
                     clip_c_threshold=value)
     # One more kernel at most (ρ̄ and λ as inputs together: a new kind).
-    assert vtrace._concrete_kernel.cache_info().misses <= kernels.misses + 2
+    assert _kernel_cache.concrete_kernel.cache_info().misses <= kernels.misses + 2
     assert _fused._compiled_loss_sums.cache_info().misses <= losses.misses + 2
 
 

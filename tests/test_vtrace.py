@@ -856,7 +856,7 @@ def test_eager_calls_of_a_checked_signature_go_straight_to_the_kernel():
     per signature), yet gives the reference's numbers for each call's own
     values and hyperparameters, still checks the Python numbers, and a new
     shape is checked in full again."""
-    from tf_vtrace import vtrace
+    from tf_vtrace import _kernel_cache
     rng = np.random.default_rng(3)
     T, B = 6, 4
 
@@ -864,7 +864,7 @@ def test_eager_calls_of_a_checked_signature_go_straight_to_the_kernel():
         return [tf.constant(rng.normal(size=shape).astype(np.float32)) for shape in
                 ((T, B), (T, B), (T, B), (T, B), (B,))]
 
-    vtrace._EAGER_KERNELS.clear()
+    _kernel_cache.EAGER_KERNELS.clear()
     for step in range(3):  # the first call checks in full, the others are cached
         log_rhos, discounts, rewards, values, bootstrap = batch()
         discounts = tf.abs(discounts) / 2
@@ -877,7 +877,7 @@ def test_eager_calls_of_a_checked_signature_go_straight_to_the_kernel():
         assert_close_to_rounding(out.vs.numpy(), expected_vs, np.float32, n_reduced=T)
         assert_close_to_rounding(out.pg_advantages.numpy(), expected_pg, np.float32,
                                  n_reduced=T)
-        assert len(vtrace._EAGER_KERNELS) == 1
+        assert len(_kernel_cache.EAGER_KERNELS) == 1
     with pytest.raises(ValueError, match="`clip_rho_threshold` must be a positive"):
         tf_vtrace.from_importance_weights(log_rhos, discounts, rewards, values,
                                           bootstrap, clip_rho_threshold=-1.0)

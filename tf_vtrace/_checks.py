@@ -21,7 +21,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
-from tf_vtrace import _tape, _tensors
+from tf_vtrace import _tensors, _tf_private
 
 __all__ = [
     "HALF_DTYPES",
@@ -208,6 +208,20 @@ def broadcast_shape(named, time_major):
       A `SequenceShape` and a list of run-time asserts.
     """
     time_axis = 0 if time_major else 1
+    owners, dims = _axis_owners(named, time_major)
+    if dims[time_axis] == 0:
+        raise ValueError(
+            f"`values` has shape {named[0][1].shape}: T = 0 steps. V-trace needs "
+            "T >= 1 (pad an empty unroll to one step with `mask` False).")
+    shape = SequenceShape(tf.TensorShape(dims), owners)
+    return shape, _broadcast_asserts(named, shape, time_axis)
+
+
+def _axis_owners(named, time_major):
+    """Per axis, the `(name, tensor)` whose size the axis takes (a known size
+    before an unknown one; None where every input has size 1) and that size;
+    raises where two known sizes differ and neither is a broadcasting 1."""
+    time_axis = 0 if time_major else 1
     rank = named[0][1].shape.rank
     owners, dims = [None] * rank, [1] * rank
     for name, tensor in named:
@@ -226,11 +240,13 @@ def broadcast_shape(named, time_major):
                     f"All sequence inputs must be {_layout(time_major)} with the "
                     "same T; every other axis must have the same size or size 1 "
                     "(broadcast).")
-    shape = SequenceShape(tf.TensorShape(dims), owners)
-    if dims[time_axis] == 0:
-        raise ValueError(
-            f"`values` has shape {named[0][1].shape}: T = 0 steps. V-trace needs "
-            "T >= 1 (pad an empty unroll to one step with `mask` False).")
+    return owners, dims
+
+
+def _broadcast_asserts(named, shape, time_axis):
+    """The run-time asserts of the sizes unknown when traced: T >= 1, and
+    each input's unknown size that of its axis' owner."""
+    owners, dims = shape.owners, shape.static.as_list()
     asserts = []
     if dims[time_axis] is None:
         asserts.append(tf.debugging.assert_positive(
@@ -248,7 +264,7 @@ def broadcast_shape(named, time_major):
                 message=f"`{name}` must have the size of `{owner[0]}` along "
                         f"axis {axis} (only a size 1 known when traced "
                         "broadcasts)"))
-    return shape, asserts
+    return asserts
 
 
 def check_bootstrap_rank(bootstrap_value, rank):
@@ -415,7 +431,7 @@ def require(ok, message):
     elif tf.executing_eagerly():
         if not bool(ok):
             raise ValueError(message)
-    elif not _tape.in_xla_context():
+    elif not _tf_private.in_xla_context():
         tf.debugging.Assert(ok, [message], name="tf_vtrace_check")
 
 
@@ -460,7 +476,7 @@ def raise_packed(code):
         for message, bit in list(_BITS.items()):
             stack[-1].append((tf.equal(tf.bitwise.bitwise_and(code, bit), 0), message))
         return
-    if _tape.in_xla_context():
+    if _tf_private.in_xla_context():
         return
     # Typed: with no check registered yet the lists are empty.
     messages = tf.constant(list(_BITS), tf.string)
@@ -473,7 +489,7 @@ def refuse_unraisable(validate_args):
     """`validate_args=True` inside a caller's XLA function cannot raise at run
     time (XLA drops asserts): refuse it when traced rather than check nothing."""
     if validate_args and not getattr(_COLLECTING, "stack", None) and (
-            _tape.in_xla_context()):
+            _tf_private.in_xla_context()):
         raise ValueError(
             "`validate_args=True` cannot check values inside an XLA-compiled "
             "function (tf.function(jit_compile=True), or a Keras model compiled "

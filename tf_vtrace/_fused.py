@@ -10,7 +10,7 @@ import functools
 
 import tensorflow as tf
 
-from tf_vtrace import _checks, _tape, _tensors
+from tf_vtrace import _checks, _dispatch, _tensors, _tf_private
 
 __all__ = ["compiled_call", "fused_loss_sums"]
 
@@ -159,45 +159,6 @@ def _with_gradients(total, gradients, differentiable):
     return attach(*differentiable)
 
 
-def _structure_key(tensors):
-    """The structure of `tensors` (a tuple of tensors and of dicts of
-    tensors or flat lists of them) as a hashable key; None for any other."""
-    key = []
-    for part in tensors:
-        if isinstance(part, tf.Tensor):
-            key.append(-1)
-            continue
-        if not isinstance(part, dict):
-            return None
-        for name, value in part.items():
-            if isinstance(value, list):
-                if not all(isinstance(v, tf.Tensor) for v in value):
-                    return None
-                key.append((name, len(value)))
-            elif isinstance(value, tf.Tensor):
-                key.append((name, -1))
-            else:
-                return None
-        key.append(None)  # (the end of one dict)
-    return tuple(key)
-
-
-def _call_traced(compiled, tensors, exact):
-    """`compiled(tensors)` with no tape recording the call; eagerly with
-    known shapes, its concrete function called flat (`tf.function`'s lookup
-    and the structured signature's matching took about 0.2 ms of an eager
-    step at T=20, B=32)."""
-    structure = (_structure_key(tensors) if exact and _tape.FLAT_CALLS
-                 and tf.executing_eagerly() else None)
-    if structure is None:
-        # Traced first: a tape opened while recording is paused would not record.
-        return _tape.call_unrecorded(compiled.get_concrete_function(tensors),
-                                     tensors)
-    flat = tf.nest.flatten(tensors)
-    return _tape.call_concrete_unrecorded(_tensors.concrete_function(
-        compiled, (tensors,), flat, structure), flat)
-
-
 def compiled_call(body, differentiable, static, tensors):
     """`body(static, tensors)`, a tuple whose first output is a scalar, run as
     one XLA call; under a tape the call also returns the gradient of that
@@ -209,14 +170,15 @@ def compiled_call(body, differentiable, static, tensors):
     function XLA inlines the call (measured as fast as the same loss written
     inline). Value checks are raised here (`_checks.raise_packed`).
     """
-    exact = _tensors.shapes_known(tensors)
-    if not _tape.may_record():
-        outputs, code = _call_traced(_compiled_loss_sums(
+    exact = _dispatch.shapes_known(tensors)
+    if not _tf_private.may_record():
+        outputs, code = _dispatch.call_traced(_compiled_loss_sums(
             body, differentiable, static, False, exact), tensors, exact)
         _checks.raise_packed(code)
         return outputs
     compiled = _compiled_loss_sums(body, differentiable, static, True, exact)
-    (total, *rest), gradients, code = _call_traced(compiled, tensors, exact)
+    (total, *rest), gradients, code = _dispatch.call_traced(compiled, tensors,
+                                                            exact)
     _checks.raise_packed(code)
     return (_with_gradients(total, gradients, differentiable(tensors)), *rest)
 

@@ -7,7 +7,7 @@ inputs, so that the core's recursion is reused and never duplicated: see
 
 import tensorflow as tf
 
-from tf_vtrace import _checks, _tape
+from tf_vtrace import _checks, _tf_private
 
 
 def expand_to_rank(mask, tensor):
@@ -36,7 +36,7 @@ def _computed_once(keep):
     zeros is kept, and is not fused into the loops that read it. Its min is
     `keep` itself, as no entry of `keep` exceeds 0.
     """
-    if not _tape.in_xla_context():
+    if not _tf_private.in_xla_context():
         return keep
     return tf.reduce_min(tf.stack([keep, tf.zeros_like(keep)], axis=-1), axis=-1)
 

@@ -7,7 +7,6 @@ neither user closes a cycle through it.
 """
 
 import functools
-import weakref
 
 import tensorflow as tf
 import tensorflow_probability as tfp
@@ -34,31 +33,6 @@ def number_tensor(value, dtype):
     graph may capture it."""
     with tf.init_scope():
         return tf.constant(value, dtype)
-
-
-def shapes_known(tensors):
-    """Whether every tensor of the structure `tensors` has a fully known
-    shape: such callers get compiled functions of their own (`_fused`,
-    `vtrace._categorical_log_prob`), never a trace with unknown dimensions."""
-    return all(t.shape.is_fully_defined() for t in tf.nest.flatten(tensors))
-
-
-# function -> {signature: its concrete function}; dropped with the function.
-_CONCRETE = weakref.WeakKeyDictionary()
-
-
-def concrete_function(function, args, flat, structure=None):
-    """`function.get_concrete_function(*args)`, kept per `structure` and the
-    shapes and dtypes of `flat` (the tensors of `args`, flattened), for an
-    eager caller that then calls it flat (`_tape.call_concrete`): looking it
-    up through `tf.function` and matching its structured signature cost
-    about 0.1 ms a call (`vtrace._categorical_log_prob`, `_fused`)."""
-    signature = (structure, tuple((tuple(t.shape), t.dtype) for t in flat))
-    concretes = _CONCRETE.setdefault(function, {})
-    concrete = concretes.get(signature)
-    if concrete is None:
-        concrete = concretes[signature] = function.get_concrete_function(*args)
-    return concrete
 
 
 def compute_dtype(dtype):

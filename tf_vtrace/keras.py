@@ -24,7 +24,7 @@ import collections.abc
 
 import tensorflow as tf
 
-from tf_vtrace import _checks, _fused, _options, _tape, impala
+from tf_vtrace import _checks, _fused, _options, _tf_private, impala
 
 
 def _keras():
@@ -254,7 +254,7 @@ def _checked_packed(y_true, y_pred, action_sizes):
             f"`y_true` has shape {y_true.shape} but `y_pred` has shape "
             f"{y_pred.shape}: both hold the same B unrolls along axis 0.")
     known = y_true.shape[:2].is_fully_defined() and y_pred.shape[:2].is_fully_defined()
-    if known or _tape.in_xla_context():
+    if known or _tf_private.in_xla_context():
         return y_true, y_pred
     ok = tf.reduce_all(tf.equal(tf.shape(y_true)[:2] + [0, 1], tf.shape(y_pred)[:2]))
     assertion = tf.debugging.Assert(ok, [

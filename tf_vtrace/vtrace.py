@@ -23,17 +23,17 @@ reach (the contraction speed); ρ̄_pg plays ρ̄'s role for the policy gradient
 n-step Bellman target.
 
 This module is the math only: the Keras loss and layer, and the SavedModel
-export, are separate modules that import it. The API follows the V-trace
+export, are separate modules that import it; the compiled kernel's caches are
+in `_kernel_cache`, eager dispatch in `_dispatch`. The API follows the V-trace
 modules of scalable_agent and RLlib (`from_importance_weights`, `from_logits`,
 `multi_from_logits`), so code written against them ports by changing the import.
 """
 
 import collections
-import functools
 
 import tensorflow as tf
 
-from tf_vtrace import _checks, _tape, _tensors
+from tf_vtrace import _checks, _dispatch, _kernel_cache, _tensors
 
 __all__ = [
     "VTraceReturns",
@@ -149,13 +149,6 @@ def _reverse_discounted_sum(deltas, decays, scan):
     return _sequential_reverse_discounted_sum(deltas, decays)
 
 
-# λ, ρ̄, ρ̄_pg, c̄ and α as the kernel takes them: Python numbers (compiled in)
-# or tensors (inputs of the compiled function); see `_concrete_kernel`.
-_Hyperparameters = collections.namedtuple(
-    "_Hyperparameters", ["lambda_", "clip_rho_threshold", "clip_pg_rho_threshold",
-                         "clip_c_threshold", "alpha_"])
-
-
 def _vtrace_time_major(log_rhos, discounts, rewards, values, bootstrap_value,
                        hyperparameters, scan="sequential"):
     """V-trace on time-major tensors of one dtype; see the module docstring."""
@@ -179,7 +172,9 @@ def _vtrace_time_major(log_rhos, discounts, rewards, values, bootstrap_value,
 
 def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
                    hyperparameters, time_major, scan="sequential"):
-    """`_vtrace_time_major` in the caller's layout and dtype.
+    """`_vtrace_time_major` in the caller's layout and dtype: the body that
+    `_kernel_cache` compiles, with `hyperparameters` a
+    `_kernel_cache.Hyperparameters`.
 
     The layout and dtype plumbing lives inside the compiled function too, so
     an eager call costs one dispatch rather than a dozen small eager ops.
@@ -201,176 +196,15 @@ def _vtrace_kernel(log_rhos, discounts, rewards, values, bootstrap_value,
             tf.cast(_tensors.to_time_major(pg_advantages, time_major), dtype))
 
 
-def _hyperparameter_key(value):
-    """How ρ̄, ρ̄_pg, c̄, λ or α enters the kernel.
-
-    None and 1 (the defaults; α = 1 and None build fewer ops) are compiled
-    in. Another Python number, already checked, is a scalar input: a new value
-    (an annealed schedule) compiles nothing. A tensor is an input whose range
-    the kernel checks.
-    """
-    if value is None or (isinstance(value, float) and value == 1.0):
-        return ("constant", value)
-    if isinstance(value, float):
-        return ("number",)
-    return ("tensor", value.dtype, value.shape.rank)
-
-
-# Bounded: one entry per layout, dtype, rank and kind of hyperparameter.
-@functools.lru_cache(maxsize=64)
-def _concrete_kernel(jit_compile, time_major, dtype, rank, hyperparameter_keys,
-                     scan):
-    """`_vtrace_kernel` traced once for unknown T and B, and cached.
-
-    Python-number hyperparameters are compiled in as constants; tensor ones
-    are inputs, whose ranges the kernel checks: it then returns a third
-    output, the code of `_checks.pack`. Calling the concrete function directly
-    skips `tf.function`'s per-call argument matching, most of the cost of an
-    eager call.
-    """
-    constants = [key[1] if key[0] == "constant" else None
-                 for key in hyperparameter_keys]
-    tensor_slots = [i for i, key in enumerate(hyperparameter_keys)
-                    if key[0] != "constant"]
-    checked = [_Hyperparameters._fields[i] for i, key in enumerate(hyperparameter_keys)
-               if key[0] == "tensor"]
-
-    def kernel(log_rhos, discounts, rewards, values, bootstrap_value,
-               *tensor_hyperparameters):
-        hyperparameters = list(constants)
-        for slot, tensor in zip(tensor_slots, tensor_hyperparameters):
-            hyperparameters[slot] = tensor
-        hyperparameters = _Hyperparameters(*hyperparameters)
-        with _checks.collecting() as checks:
-            _checks.require_hyperparameters(
-                {name: getattr(hyperparameters, name) for name in checked})
-        code = _checks.pack(checks)
-        outputs = _vtrace_kernel(log_rhos, discounts, rewards, values,
-                                 bootstrap_value, hyperparameters,
-                                 time_major=time_major, scan=scan)
-        # Wrong values give NaN, not finite wrong targets, where the code
-        # cannot be raised (inside a caller's XLA function).
-        outputs = [_checks.poison(code, output) for output in outputs]
-        return outputs if code is None else outputs + [code]
-
-    sequence = tf.TensorSpec([None] * rank, dtype)
-    specs = [sequence] * 4 + [tf.TensorSpec([None] * (rank - 1), dtype)]
-    specs += [_hyperparameter_spec(hyperparameter_keys[i], dtype) for i in tensor_slots]
-    return tf.function(kernel, jit_compile=jit_compile).get_concrete_function(
-        *specs)
-
-
-def _hyperparameter_spec(key, dtype):
-    if key[0] == "number":
-        return tf.TensorSpec([], _tensors.compute_dtype(dtype))
-    return tf.TensorSpec(None if key[2] is None else [None] * key[2], key[1])
-
-
-def _call_kernel(jit_compile, time_major, tensors, hyperparameters,
-                 scan="sequential"):
-    """Runs the cached kernel with no gradient recorded through it.
-
-    Targets carry no gradient. Keeping the tape from recording the call also
-    matters because XLA cannot hand the scan's intermediates to a backward
-    pass. Pausing the tape costs nothing; in a graph, stop_gradient on the two
-    outputs also covers `tf.gradients` (two ops, not one per input).
-    """
-    values = tensors[3]
-    keys = tuple(_hyperparameter_key(h) for h in hyperparameters)
-    kernel = _concrete_kernel(bool(jit_compile), bool(time_major), values.dtype,
-                              values.shape.rank, keys,
-                              _resolve_scan(scan, values.shape[0 if time_major else 1]))
-    dtype = _tensors.compute_dtype(values.dtype)
-    inputs = list(tensors) + [
-        h if key[0] == "tensor" else _tensors.number_tensor(h, dtype)
-        for h, key in zip(hyperparameters, keys) if key[0] != "constant"]
-    outputs = _tape.call_unrecorded(kernel, *inputs)
-    if len(outputs) == 3:  # Tensor hyperparameters, checked in the kernel.
-        _checks.raise_packed(outputs.pop())
-    if not tf.executing_eagerly():
-        outputs = [tf.stop_gradient(output) for output in outputs]
-    for output in outputs:
-        output.set_shape(values.shape)  # The trace only knows the rank.
-    return outputs
-
-
 # --- Public entry points -----------------------------------------------------
-
-
-# The eager face of `from_importance_weights`. The checks of shapes and
-# dtypes depend only on them, so an eager call of a signature that passed
-# them once (dtypes, shapes, the kinds of the hyperparameters, the options)
-# goes straight to its kernel: about 40 µs of Python instead of about 300
-# (docs/performance.md). Only calls the full path would hand to the kernel
-# unchanged are cached: eager tensors of `values`' dtype, all sequences of
-# one shape (no broadcast), Python-number hyperparameters.
-@functools.cache
-def _eager_tensor_type():
-    """The type of eager tensors, found at the first eager call: creating a
-    tensor at import would start TensorFlow's runtime, after which a
-    MultiWorkerMirroredStrategy can no longer be built in the process."""
-    return type(tf.constant(0.0))
-
-_EAGER_KERNELS = {}
-_EAGER_KERNELS_MAX = 256  # Signatures kept; the cache starts over beyond.
-
-
-def _eager_signature(tensors, hyperparameters, options):
-    """The cache key of an eager call, or None when it is not cacheable."""
-    eager_tensor = _eager_tensor_type()
-    if not all(type(t) is eager_tensor for t in tensors):
-        return None
-    if not all(type(h) is float or h is None for h in hyperparameters):
-        return None
-    return (tuple(t.dtype for t in tensors), tuple(tuple(t.shape) for t in tensors),
-            tuple(_hyperparameter_key(h) for h in hyperparameters), options)
-
-
-def _flags_key(jit_compile, time_major, scan):
-    """The options' part of the cache key. With the types: 1 == True would
-    otherwise find the entry of a checked True and skip the flags' check."""
-    return jit_compile, time_major, scan, type(jit_compile), type(time_major)
-
-
-def _check_numbers(hyperparameters):
-    """The Python-number checks of the full path (values vary per call)."""
-    lambda_, *thresholds, alpha_ = hyperparameters
-    _checks.to_lambda(lambda_, None)
-    for name, threshold in zip(("clip_rho_threshold", "clip_pg_rho_threshold",
-                                "clip_c_threshold"), thresholds):
-        _checks.check_threshold(threshold, name)
-    _checks.check_alpha(alpha_)
-
-
-def _eager_call(kernel, tensors, hyperparameters, dtype):
-    """The cached kernel on checked eager tensors and number hyperparameters."""
-    inputs = list(tensors) + [
-        _tensors.number_tensor(h, dtype) for h in hyperparameters
-        if _hyperparameter_key(h)[0] == "number"]
-    vs, pg_advantages = _tape.call_concrete_unrecorded(kernel, inputs)
-    return VTraceReturns(vs=vs, pg_advantages=pg_advantages)
-
-
-def _remember_eager_signature(signature, tensors, options):
-    """Caches the kernel of a signature whose full call just succeeded,
-    where the full path handed the tensors to the kernel unchanged."""
-    values = tensors[3]
-    if signature is None or len(set(signature[0])) != 1 or len(
-            set(signature[1][:4])) != 1 or values.shape.rank < 2:
-        return
-    if len(_EAGER_KERNELS) >= _EAGER_KERNELS_MAX:
-        _EAGER_KERNELS.clear()
-    jit_compile, time_major, scan = options[:3]
-    _EAGER_KERNELS[signature] = _concrete_kernel(
-        jit_compile, time_major, values.dtype, values.shape.rank, signature[2],
-        _resolve_scan(scan, None))
 
 
 def _broadcast_sequences(sequences, shape):
     """Each tensor broadcast to the common `shape` where it has a size-1 axis.
 
     Tensors that have the shape already pass through: the usual call adds no
-    op. `_call_kernel` gives the outputs the shape of the broadcast `values`.
+    op. `_kernel_cache.call_kernel` gives the outputs the shape of the
+    broadcast `values`.
     """
     target = shape.static.as_list()
 
@@ -500,21 +334,12 @@ def from_importance_weights(log_rhos,
     """
     eager = tf.executing_eagerly()
     if eager:
-        hyperparameters = tuple(
-            float(h) if isinstance(h, (int, float)) and not isinstance(h, bool)
-            else h for h in (lambda_, clip_rho_threshold, clip_pg_rho_threshold,
-                             clip_c_threshold, alpha_))
-        tensors = (log_rhos, discounts, rewards, values, bootstrap_value)
-        flags = _flags_key(jit_compile, time_major, scan)
-        signature = _eager_signature(tensors, hyperparameters, flags)
-        kernel = _EAGER_KERNELS.get(signature)
-        if kernel is not None:
-            # The signature leaves `validate_args` out: in eager code its
-            # shape checks passed when the kernel was cached.
-            _checks.check_flags(validate_args=validate_args)
-            _check_numbers(hyperparameters)
-            return _eager_call(kernel, tensors, hyperparameters,
-                               _tensors.compute_dtype(values.dtype))
+        signature, outputs = _kernel_cache.call_remembered(
+            (log_rhos, discounts, rewards, values, bootstrap_value),
+            (lambda_, clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold,
+             alpha_), (jit_compile, time_major, scan), validate_args)
+        if outputs is not None:
+            return VTraceReturns(*outputs)
     _checks.check_choice(scan, "scan", SCANS)
     _checks.check_flags(time_major=time_major, jit_compile=jit_compile,
                         validate_args=validate_args)
@@ -531,15 +356,15 @@ def from_importance_weights(log_rhos,
         per_step_lambda = tf.is_tensor(lambda_) and bool(lambda_.shape.rank)
         sequences = tensors[:4] + ([lambda_] if per_step_lambda else [])
         sequences = _broadcast_sequences(
-            _checks.with_dependencies(asserts, sequences),
-            shape)
+            _checks.with_dependencies(asserts, sequences), shape)
         if per_step_lambda:
             lambda_ = sequences.pop()
-        vs, pg_advantages = _call_kernel(
-            jit_compile, time_major, (*sequences, tensors[4]),
-            (lambda_, *thresholds, alpha_), scan)
+        vs, pg_advantages = _kernel_cache.call_kernel(
+            _vtrace_kernel, jit_compile, time_major, (*sequences, tensors[4]),
+            (lambda_, *thresholds, alpha_),
+            _resolve_scan(scan, sequences[3].shape[0 if time_major else 1]))
     if eager:
-        _remember_eager_signature(signature, tensors, flags)
+        _kernel_cache.remember(_vtrace_kernel, signature, _resolve_scan(scan, None))
     return VTraceReturns(vs=vs, pg_advantages=pg_advantages)
 
 
@@ -580,10 +405,10 @@ def _categorical_log_prob(logits, actions):
     """`_categorical_log_prob_body` as one XLA call, traced per exact shape
     where the shapes are fully known; eagerly, called flat."""
     if not tf.executing_eagerly():
-        return _CATEGORICAL_LOG_PROB[_tensors.shapes_known([logits, actions])](
+        return _CATEGORICAL_LOG_PROB[_dispatch.shapes_known([logits, actions])](
             logits, actions)
     flat = [logits, actions]
-    return _tape.call_concrete(_tensors.concrete_function(
+    return _dispatch.call_concrete(_dispatch.concrete_function(
         _CATEGORICAL_LOG_PROB[True], flat, flat), flat)
 
 

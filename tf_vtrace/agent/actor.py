@@ -42,7 +42,7 @@ import abc
 import numpy as np
 import tensorflow as tf
 
-from tf_vtrace import _tape
+from tf_vtrace import _dispatch
 from tf_vtrace.agent import _recurrent, networks
 from tf_vtrace.agent import envs as envs_lib
 
@@ -232,7 +232,7 @@ def _weights_setter(model):
     def set_weights(weights):
         _check_weights(weights, shapes)
         flat = np.concatenate([np.ravel(w) for w in weights]).astype(np.float32, copy=False)
-        _tape.call_concrete_unrecorded(concrete, [tf.constant(flat)])
+        _dispatch.call_concrete_unrecorded(concrete, [tf.constant(flat)])
 
     return set_weights
 
@@ -318,12 +318,12 @@ class LocalActor(ActorBackend):
             logits, values = self._numpy_policy(observations)
             return logits, values, None
         # The flat call: the inputs match the traced signature by
-        # construction (see `_tape.call_concrete_unrecorded`).
+        # construction (see `_dispatch.call_concrete_unrecorded`).
         inputs = [tf.constant(observations)]
         if not self.recurrent:
-            logits, values = _tape.call_concrete_unrecorded(self._policy, inputs)
+            logits, values = _dispatch.call_concrete_unrecorded(self._policy, inputs)
             return logits.numpy(), values.numpy(), None
-        logits, values, state = _tape.call_concrete_unrecorded(
+        logits, values, state = _dispatch.call_concrete_unrecorded(
             self._policy, inputs + [tf.constant(core_state)])
         return logits.numpy(), values.numpy(), state.numpy()
 

@@ -22,7 +22,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from tf_vtrace import export
+from tf_vtrace import _dispatch, export
 from tf_vtrace.agent import envs as envs_lib
 from tf_vtrace.agent import recording
 
@@ -128,7 +128,8 @@ def play_episodes(policy, env_id, episodes, greedy=True, seed=10_000,
     act = policy.act.get_concrete_function()
     try:
         while running.any():
-            out = act(tf.constant(observations, tf.float32), *state)
+            out = _dispatch.call_concrete_unrecorded(act, [
+                tf.constant(observations, tf.float32), *map(tf.convert_to_tensor, state)])
             actions = out[action_key]
             state = [out["core_state"]] if state else []
             observations, rewards, terminated, truncated, _ = vector_env.step(

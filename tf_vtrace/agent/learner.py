@@ -33,7 +33,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_vtrace import _tape
+from tf_vtrace import _dispatch
 from tf_vtrace.agent import _recurrent, _step_io, corrections, distribute, networks
 from tf_vtrace.agent.distribute import check_tf_config, make_strategy
 
@@ -233,7 +233,7 @@ class Learner:
         if self._flat_weights is None:
             return self.model.get_weights()
         return self._vector.split_weights(
-            _tape.call_concrete_unrecorded(self._flat_weights, []).numpy())
+            _dispatch.call_concrete_unrecorded(self._flat_weights, []).numpy())
 
     def _loss_inputs(self, *inputs):
         """The `corrections.CorrectionInputs` of one unroll
@@ -367,7 +367,7 @@ class Learner:
         if concrete is None:
             concrete = self._step.get_concrete_function(*inputs)
             self._concrete_steps[signature] = concrete
-        out = _tape.call_concrete_unrecorded(concrete, inputs).numpy()
+        out = _dispatch.call_concrete_unrecorded(concrete, inputs).numpy()
         return self._vector.split(out, len(unrolls), self.updates_per_call)
 
     def step(self, unroll):

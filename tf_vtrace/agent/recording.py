@@ -24,7 +24,7 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
-from tf_vtrace import _tape
+from tf_vtrace import _dispatch
 
 __all__ = ["Recorder", "plot_learning_curve", "read_episodes",
            "read_evaluations", "running_mean"]
@@ -190,7 +190,7 @@ class Recorder:
                 tf.TensorSpec([len(names)], tf.float32),
                 tf.TensorSpec([], tf.int64)]).get_concrete_function()
             self._scalar_writers[names] = write
-        _tape.call_concrete_unrecorded(write, [
+        _dispatch.call_concrete_unrecorded(write, [
             tf.constant(list(scalars.values()), tf.float32),
             tf.constant(env_steps, tf.int64)])
 
