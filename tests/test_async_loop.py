@@ -18,7 +18,7 @@ import pytest
 from tolerances import POLL_TIMEOUT_S
 
 from tf_vtrace.agent import __main__ as cli
-from tf_vtrace.agent import actor, backends, policy_lag
+from tf_vtrace.agent import _loop_stats, actor, backends, policy_lag
 from tf_vtrace.agent import train as train_lib
 from tf_vtrace.agent.config import Config
 
@@ -238,7 +238,7 @@ def test_a_stopped_run_learns_on_the_unrolls_the_actor_had_started(tmp_path):
     loop = train_lib._UpdateLoop(config, str(tmp_path), learner, resumed=False)
     loop.actor, loop.loop_start = actors, time.time()
     loop.recorder = train_lib.recording.Recorder(str(tmp_path))
-    loop.bar = train_lib._progress_bar(config, False, 0)
+    loop.bar = train_lib._progress_bar(config, False, loop.counters)
     try:
         actors.set_weights(learner.get_weights(), 0)
         _wait_for_a_waiting_actor(actors)
@@ -487,7 +487,7 @@ def test_idle_fractions_start_once_every_actor_has_given_an_unroll():
     waiting for the learner: the count starts at the first update after
     every actor has given an unroll, so the 10 s of that start never reach
     the fractions."""
-    idle, actors = train_lib._Idle(SMALL.replace(num_actors=2)), _IdleClock((3, 0))
+    idle, actors = _loop_stats.IdleClock(SMALL.replace(num_actors=2)), _IdleClock((3, 0))
     idle.warm(actors)
     actors.seconds += 10.
     actors.unrolls_per_actor = [4, 1]
@@ -504,7 +504,7 @@ def test_idle_fractions_start_after_the_first_update_is_recorded(
     the fractions start after it, as do the warm rates."""
     from tf_vtrace.agent import recording
     events = []
-    record, warm = recording.Recorder.record, train_lib._Idle.warm
+    record, warm = recording.Recorder.record, _loop_stats.IdleClock.warm
 
     def logged_record(self, *args, **kwargs):
         events.append("record")
@@ -517,7 +517,7 @@ def test_idle_fractions_start_after_the_first_update_is_recorded(
             events.append("warm")
 
     monkeypatch.setattr(recording.Recorder, "record", logged_record)
-    monkeypatch.setattr(train_lib._Idle, "warm", logged_warm)
+    monkeypatch.setattr(_loop_stats.IdleClock, "warm", logged_warm)
     train_lib.train(SMALL.replace(backend="local"), str(tmp_path),
                     progress=False)
     assert events[:2] == ["record", "warm"], events[:4]
@@ -528,7 +528,7 @@ def test_idle_fractions_leave_out_the_evaluations():
     actors 0.05 s of at least 0.2 s; during the 0.3-s pause the actors
     waited 0.3 s more. The fractions are of the time outside the pause
     only: counting the pause would give the actors 0.35 / 0.5 = 0.7."""
-    idle, actors = train_lib._Idle(SMALL), _IdleClock()
+    idle, actors = _loop_stats.IdleClock(SMALL), _IdleClock()
     start = time.time()
     idle.warm(actors)
     time.sleep(0.2)

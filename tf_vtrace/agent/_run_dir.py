@@ -8,9 +8,11 @@ TensorFlow checks every tensor's CRC32C) is moved to ``checkpoints/broken/``
 and the previous one is tried; with none usable a `RunDirectoryError` says
 so. The loop's own state (counters, the policy-lag weight history) travels
 inside each checkpoint, in one string variable, so it is saved and restored
-with the weights or not at all.
+with the weights or not at all (`LoopCounters`, `save_loop`, `restore_loop`).
 """
 
+import collections
+import dataclasses
 import glob
 import io
 import json
@@ -31,6 +33,17 @@ OUTPUTS = ("config.json", "episodes.csv", "summary.json",
 class RunDirectoryError(RuntimeError):
     """The run directory cannot be resumed (another config, no usable
     checkpoint, outputs without a config) or written."""
+
+
+def open_run_dir(config, out_dir, strategy, restart):
+    """`(run directory, worker index, resumed)`: the directory ready, with
+    its ``config.json`` (`prepare`); worker i of a multi-worker run
+    (`strategy`'s cluster) writes into ``out_dir/worker-i``."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    worker_index = (resolver.task_id or 0) if resolver is not None else 0
+    if worker_index:
+        out_dir = os.path.join(out_dir, f"worker-{worker_index}")
+    return out_dir, worker_index, prepare(config, out_dir, restart)
 
 
 def prepare(config, out_dir, restart):
@@ -118,6 +131,67 @@ def _write_atomically(path, text):
     with open(path + ".tmp", "w") as handle:
         handle.write(text)
     os.replace(path + ".tmp", path)
+
+
+@dataclasses.dataclass
+class LoopCounters:
+    """What the loop has done, saved in every checkpoint (so a resumed run
+    continues them): loop updates (applied and skipped), env steps, skipped
+    updates, the count of unrolls per policy lag, and the unrolls and
+    restarts of each actor in the processes before this one."""
+
+    updates: int = 0
+    env_steps: int = 0
+    skipped: int = 0
+    lags: collections.Counter = dataclasses.field(
+        default_factory=collections.Counter)
+    unrolls_before: list = None
+    restarts_before: list = None
+
+    def unrolls_per_actor(self, actor, start):
+        """Each actor's unrolls in all the run's processes: `actor`'s own
+        count (or, for an actor without one, the updates since this process
+        began at update `start`) plus those before."""
+        return _add(self.unrolls_before, list(getattr(
+            actor, "unrolls_per_actor", [self.updates - start])))
+
+    def restarts_per_actor(self, actor):
+        """Each actor's restarts in all the run's processes."""
+        return _add(self.restarts_before,
+                    list(getattr(actor, "restarts_per_actor", [0])))
+
+
+def _add(before, now):
+    """Per-actor counts of the earlier processes plus this one's."""
+    return [a + b for a, b in zip(before or [0] * len(now), now)]
+
+
+def save_loop(checkpoints, counters, history, actor, start):
+    """Saves checkpoint number ``counters.updates`` into `checkpoints`: the
+    objects it tracks, `counters` (each actor's unrolls and restarts
+    included: `actor`'s, in this process since update `start`) and the
+    weights the `WeightHistory` `history` keeps."""
+    state = dataclasses.asdict(counters)
+    state.update(lags={str(k): n for k, n in counters.lags.items()},
+                 unrolls_before=counters.unrolls_per_actor(actor, start),
+                 restarts_before=counters.restarts_per_actor(actor))
+    checkpoints.save(counters.updates, encode_state(state, history.kept()))
+
+
+def restore_loop(checkpoints, history):
+    """Restores the newest usable checkpoint of `checkpoints`
+    (`Checkpoints.restore_latest`) and pushes the weights it kept into the
+    `WeightHistory` `history`; returns its number and `LoopCounters`, or
+    ``(0, None)`` when there is none."""
+    number, blob = checkpoints.restore_latest()
+    if blob is None:
+        return 0, None
+    state, kept = decode_state(blob)
+    state["lags"] = collections.Counter(
+        {int(k): n for k, n in state.get("lags", {}).items()})
+    for version, weights in kept:
+        history.push(version, weights)
+    return number, LoopCounters(**state)
 
 
 def encode_state(state, history):

@@ -1,4 +1,5 @@
-"""What a run leaves behind: episodes CSV, TensorBoard scalars, the curve.
+"""What a run leaves behind: episodes CSV, TensorBoard scalars, the curve,
+the summary.
 
 * ``episodes.csv``: one row per finished episode (env steps at the end of its
   unroll, return, length);
@@ -12,14 +13,18 @@
   greedy evaluations' mean and min return (``eval/``);
 * ``learning_curve.png``: the episode returns and their running mean against
   env steps, and the greedy evaluations (matplotlib, Agg backend, no display
-  needed).
+  needed);
+* ``summary.json``: the run's numbers at its end (`write_summary`).
 """
 
 import collections
 import csv
 import glob
+import json
+import math
 import os
 import shutil
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -27,7 +32,7 @@ import tensorflow as tf
 from tf_vtrace import _dispatch
 
 __all__ = ["Recorder", "plot_learning_curve", "read_episodes",
-           "read_evaluations", "running_mean"]
+           "read_evaluations", "running_mean", "write_summary"]
 
 RECENT_EPISODES = 100
 EPISODES_HEADER = ("env_steps", "return", "length")
@@ -279,3 +284,69 @@ def _truncate_events(directory, env_steps):
             for record in records:
                 writer.write(record)
         os.replace(path + ".tmp", path)
+
+
+def write_summary(config, out_dir, worker_index, clock_start, loop_stats):
+    """Writes ``summary.json`` into `out_dir` (whole or not at all) and
+    returns it.
+
+    It holds: env steps, updates, wall and process CPU seconds (since
+    `clock_start`, a `(time.time(), time.process_time())` pair), the final
+    mean return (null before the first finished episode: the file is strict
+    JSON, with null for any value that is not finite), whether the run was
+    interrupted (``stop_signal``) or stopped by an error (``error``), the
+    updates skipped because they were non-finite (``skipped_updates``); the
+    actor backend and its number of actors, the unrolls each actor gave, the
+    measured policy lag (learner version − the unroll's policy version:
+    mean, max and a count per value), the loop's env steps/s and learner
+    steps/s after the first update (which also compiles the learner step and
+    waits for the actors to start), the fractions of that time the learner
+    waited for unrolls and the actors for the learner
+    (`tf_vtrace.agent._loop_stats.IdleClock`), the mean updates per learner
+    call in this process (``updates_per_learner_call``), the unrolls dropped
+    at a stop (``discarded_unrolls``: 0 unless an actor did not hand in its
+    unroll in time or a second signal came, see `tf_vtrace.agent.train`),
+    and with ``config.eval_every`` the last and best greedy evaluation
+    (``eval_greedy_last``, ``eval_greedy_best``, ``eval_best_env_steps``,
+    ``evaluations``, ``eval_s``).
+
+    Args:
+      config: The run's `Config`.
+      out_dir: The run directory.
+      worker_index: This host's task index (0 outside a multi-worker run).
+      clock_start: `(time.time(), time.process_time())` at the run's start.
+      loop_stats: The loop's numbers (`tf_vtrace.agent._loop_stats.
+        loop_summary`).
+    """
+    wall_start, cpu_start = clock_start
+    summary = {
+        "env_id": config.env_id, "seed": config.seed,
+        "policy_lag": config.policy_lag, "correction": config.correction,
+        "strategy": config.strategy, "worker_index": worker_index,
+        "env_steps": loop_stats.pop("env_steps"),
+        "learner_updates": loop_stats.pop("learner_updates"),
+        "wall_s": round(time.time() - wall_start, 1),
+        "cpu_s": round(time.process_time() - cpu_start, 1),
+        "mean_return_last_100": loop_stats.pop("mean_return_last_100"),
+        "interrupted": loop_stats.pop("interrupted"),
+        "backend": config.backend, "num_actors": config.num_actors,
+        **loop_stats,
+    }
+    summary = _finite_or_none(summary)
+    path = os.path.join(out_dir, "summary.json")
+    with open(path + ".tmp", "w") as handle:
+        json.dump(summary, handle, indent=2, allow_nan=False)
+    os.replace(path + ".tmp", path)
+    return summary
+
+
+def _finite_or_none(value):
+    """`value` with every NaN or ±inf float (at any depth) as None: JSON has
+    no NaN, and strict readers (jq, JavaScript) refuse Python's ``NaN``."""
+    if isinstance(value, dict):
+        return {key: _finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_none(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -4,74 +4,36 @@
 the actors the learner weights from ``policy_lag`` updates ago
 (`WeightHistory`), takes one unroll of T steps from B envs, and runs one
 learner step on it (with the unrolls already queued behind it, up to
-``config.updates_per_call`` learner steps in one call, each on its own
-unroll: `actor_learner_steps`). With the default ``"thread"`` backend (and
-``"process"``, ``"ray"``) the actors act while the learner learns: the
-unroll was acted with the weights the actor had at its start, and its
-policy lag is measured; with ``"local"`` (``--sync``) the actor acts it
-here, then the learner learns (`tf_vtrace.agent.backends`). It writes into
-`out_dir`:
+``config.updates_per_call`` in one call: `actor_learner_steps`). With the
+``"thread"`` (default), ``"process"`` and ``"ray"`` backends the actors act
+while the learner learns and each unroll's policy lag is measured; with
+``"local"`` (``--sync``) the actor acts here, then the learner learns
+(`tf_vtrace.agent.backends`).
 
-* ``config.json``, ``episodes.csv``, ``tensorboard/``, ``learning_curve.png``
-  (see `tf_vtrace.agent.recording`);
-* ``checkpoints/``: a `tf.train.Checkpoint` of the network, the optimizer
-  and the loop's state (counters, the policy-lag weight history) every
-  ``config.checkpoint_every_s`` seconds (or ``config.checkpoint_every``
-  updates) and at the end, the last two kept;
-* ``policy/``: the SavedModel of `tf_vtrace.export.export_policy`;
-* with ``config.eval_every``: ``evaluations.csv`` and ``policy_best/``, the
-  policy of the best greedy evaluation (`tf_vtrace.agent.evaluate.
-  TrainingEvaluation`; the chief only in a multi-worker run);
-* ``summary.json``: env steps, updates, wall and process CPU seconds, the
-  final mean return (null before the first finished episode: the file is
-  strict JSON, with null for any value that is not finite), whether the run
-  was interrupted (``stop_signal``) or stopped by an error (``error``), the
-  updates skipped because they were non-finite (``skipped_updates``); the
-  actor backend and its number of actors, the unrolls each actor gave, the
-  measured policy lag (learner version − the unroll's policy version: mean,
-  max and a count per value), the loop's env steps/s and learner steps/s after
-  the first update (which also compiles the learner step and waits for the
-  actors to start), the fractions of that time the learner waited for unrolls
-  and the actors for the learner (`_Idle`), the mean updates per learner
-  call in this process (``updates_per_learner_call``), the unrolls dropped
-  at a stop (``discarded_unrolls``: 0 unless an actor did not hand in its
-  unroll in time or a second signal came, see below), and with
-  ``config.eval_every``
-  the last and best greedy evaluation (``eval_greedy_last``, ``eval_greedy_best``,
-  ``eval_best_env_steps``, ``evaluations``, ``eval_s``).
+Into `out_dir` it writes ``config.json``, ``episodes.csv``, ``tensorboard/``,
+``learning_curve.png`` and ``summary.json`` (`tf_vtrace.agent.recording`; the
+summary's fields are listed at `recording.write_summary`); ``checkpoints/``
+(network, optimizer and loop state every ``config.checkpoint_every_s``
+seconds or ``config.checkpoint_every`` updates and at the end, the last two
+kept: `tf_vtrace.agent._run_dir`); ``policy/`` (`tf_vtrace.export.
+export_policy`); with ``config.eval_every`` ``evaluations.csv`` and
+``policy_best/`` (`tf_vtrace.agent.evaluate.TrainingEvaluation`, the chief
+only). In a multi-worker run every host runs this loop with its own actors,
+the learners update in lockstep, and worker i writes into ``out_dir/worker-i``.
 
-With ``config.strategy`` other than ``"none"`` the learner's strategy is
-built first, before any TensorFlow op (``"multi_worker"`` fails otherwise).
-In a multi-worker run every host runs this same loop with its own actors
-(seeded by its task index, see `tf_vtrace.agent.backends`) and the learners
-update in lockstep; the chief (task 0) writes into `out_dir`, worker i into
-``out_dir/worker-i``.
-
-`train` on a directory that holds a run resumes it from its newest usable
-checkpoint (`tf_vtrace.agent._run_dir`); ``restart=True`` starts over. An
-update whose loss or gradient norm is non-finite is skipped (see
-`tf_vtrace.agent.learner`) and counted; `Config.max_nonfinite_updates` in a
-row stop the run with `NonFiniteUpdates`. An actor that dies is replaced
-(`tf_vtrace.agent.backends`); `Config.max_actor_failures` failures of one
-in a row stop the run with `ActorFailure`. Either way the checkpoint, the
-policy and the summary are written first.
-
-Ctrl-C (SIGINT) or SIGTERM (a scheduler's preemption) stops the loop after
-the current update. The unrolls the actors had started by then (queued, in
-flight, half acted) are learned on first, so that no env step acted is
-lost; an actor that has not handed its unroll in within `_DRAIN_TIMEOUT_S`
-(10 s) is given up on. Then the curve, a last checkpoint, the policy and the
-summary (``interrupted``, ``stop_signal``) are written. The same happens
-after an `ActorFailure` (with the other actors' unrolls). A multi-worker
-run stops after the update in progress (its hosts' updates must match). A
-second signal while those unrolls are learned on drops the rest; one while
-the outputs are written raises KeyboardInterrupt at once.
+A directory that holds a run is resumed from its newest usable checkpoint
+(``restart=True`` starts over). A non-finite update is skipped and counted;
+`Config.max_nonfinite_updates` in a row stop the run (`NonFiniteUpdates`), as
+`Config.max_actor_failures` failures of one actor in a row do
+(`ActorFailure`). Ctrl-C (SIGINT) or SIGTERM stops the loop after the current
+update; the unrolls the actors had started are learned on first (`_drain`,
+waiting at most `_DRAIN_TIMEOUT_S`, 10 s), then the curve, a last checkpoint,
+the policy and the summary are written, as after either error. A second
+signal drops the unrolls left; one while the outputs are written raises
+KeyboardInterrupt at once.
 """
 
-import collections
 import contextlib
-import dataclasses
-import json
 import math
 import os
 import signal
@@ -79,7 +41,7 @@ import threading
 import time
 
 from tf_vtrace import export
-from tf_vtrace.agent import _run_dir, backends, envs, policy_lag, recording
+from tf_vtrace.agent import _loop_stats, _run_dir, backends, envs, policy_lag, recording
 from tf_vtrace.agent import evaluate as evaluate_lib
 from tf_vtrace.agent import learner as learner_lib
 
@@ -121,7 +83,7 @@ def actor_learner_step(actor, learner, history, idle=None):
       actor: An `ActorBackend`.
       learner: A `Learner`.
       history: The `WeightHistory` of the learner's weights (pushed here).
-      idle: An `_Idle` to add the time spent in `collect` to (or None).
+      idle: An `IdleClock` to add the time spent in `collect` to (or None).
 
     Returns:
       `(unroll, diagnostics)`.
@@ -150,103 +112,6 @@ def actor_learner_steps(actor, learner, history, idle=None, most=1):
     history.push(updates[-1].version, updates[-1].weights)
     return [(unroll, update.diagnostics)
             for unroll, update in zip(unrolls, updates)]
-
-
-class _Idle:
-    """Seconds the learner waited for unrolls (in `collect`) and the actors
-    waited for the learner, from the end of the first update after every
-    actor has given an unroll, recorded (`warm`: their start, the first
-    compile and the first trace of the TensorBoard writer left out), to the
-    end of the loop (`finish`).
-
-    The synchronous ``"local"`` backend's actor idles while the learner
-    learns (all but its `collect`); the other backends' actors say how long
-    they waited (`idle_seconds`, summed over the actors): the threads on a
-    full queue, the processes and Ray actors whenever they were not acting
-    an unroll.
-
-    The greedy evaluations and the checkpoints during training (`paused`)
-    are left out: their wall time, and the actors' waits meanwhile (the
-    learner is not learning then, so a full queue says nothing about how
-    acting and learning overlap).
-    """
-
-    def __init__(self, config):
-        self.config = config
-        self.collect_s = 0.
-        self.start = self.end = None  # (time, collect_s, actors' idle s)
-        self.paused_s, self.paused_actor_idle_s = 0., 0.
-
-    def _now(self, actor):
-        actors = getattr(actor, "idle_seconds", None)
-        return (time.time(), self.collect_s, actors() if actors else None)
-
-    def warm(self, actor):
-        if self.start is None and min(getattr(actor, "unrolls_per_actor", [1])) > 0:
-            self.start = self._now(actor)
-
-    def finish(self, actor):
-        self.end = self._now(actor)
-
-    @contextlib.contextmanager
-    def paused(self, actor):
-        """Leaves the time spent in this context (after `warm`) out of the
-        fractions."""
-        before = self._now(actor)
-        try:
-            yield
-        finally:
-            after = self._now(actor)
-            if self.start is not None:
-                self.paused_s += after[0] - before[0]
-                if before[2] is not None:
-                    self.paused_actor_idle_s += after[2] - before[2]
-
-    def fractions(self):
-        """`learner_idle_fraction`, `actor_idle_fraction` (None without a
-        warm update, or where not measured)."""
-        fractions = {"learner_idle_fraction": None, "actor_idle_fraction": None}
-        wall = None if self.start is None else (
-            self.end[0] - self.start[0] - self.paused_s)
-        if wall is None or wall <= 0:
-            return fractions
-        learner = (self.end[1] - self.start[1]) / wall
-        fractions["learner_idle_fraction"] = round(learner, 3)
-        if self.config.backend == "local":
-            fractions["actor_idle_fraction"] = round(1. - learner, 3)
-        elif self.end[2] is not None:
-            actors_idle_s = self.end[2] - self.start[2] - self.paused_actor_idle_s
-            fractions["actor_idle_fraction"] = round(
-                actors_idle_s / (wall * self.config.num_actors), 3)
-        return fractions
-
-
-def _worker_index(strategy):
-    """This host's task index in a multi-worker cluster (0 otherwise)."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    return (resolver.task_id or 0) if resolver is not None else 0
-
-
-def _lag_summary(lags):
-    """Mean, max and the count per value of the unrolls' policy lags."""
-    total = sum(lags.values())
-    return {
-        "policy_lag_mean": (round(sum(k * n for k, n in lags.items()) / total, 3)
-                            if total else None),
-        "policy_lag_max": max(lags, default=None),
-        "policy_lag_counts": {str(k): lags[k] for k in sorted(lags)},
-    }
-
-
-def _warm_rates(warm_start, end, env_steps, updates):
-    """Env and learner steps/s from the end of the first update on (None
-    with fewer than two updates)."""
-    if warm_start is None or updates <= warm_start[2]:
-        return {"env_steps_per_s": None, "learner_steps_per_s": None}
-    start, start_steps, start_updates = warm_start
-    elapsed = end - start
-    return {"env_steps_per_s": round((env_steps - start_steps) / elapsed, 1),
-            "learner_steps_per_s": round((updates - start_updates) / elapsed, 2)}
 
 
 @contextlib.contextmanager
@@ -289,41 +154,83 @@ class _StopRequest(threading.Event):
     signal_name = None
 
 
-def _progress_bar(config, enabled, env_steps):
+def _progress_bar(config, enabled, counters, resumed=False):
+    """The run's progress bar, after the lines that open a resumed run or
+    one that checkpoints by update count."""
     from tqdm import tqdm
-    return tqdm(total=config.num_updates * config.steps_per_update,
-                initial=env_steps, unit="step", unit_scale=True,
-                disable=not enabled, dynamic_ncols=True, desc=config.env_id)
+    bar = tqdm(total=config.num_updates * config.steps_per_update,
+               initial=counters.env_steps, unit="step", unit_scale=True,
+               disable=not enabled, dynamic_ncols=True, desc=config.env_id)
+    if resumed:
+        bar.write(f"resuming at update {counters.updates} "
+                  f"(env step {counters.env_steps})")
+    if config.checkpoint_every is None and config.checkpoint_updates:
+        bar.write(f"checkpoints every {config.checkpoint_updates} updates "
+                  "(--checkpoint-every), not by time: a multi-worker run's "
+                  "hosts must checkpoint at the same update")
+    return bar
 
 
-def _open_run_dir(config, out_dir, strategy, restart):
-    """`(run directory, worker index, resumed)`: the directory ready, with
-    its ``config.json`` (see `tf_vtrace.agent._run_dir.prepare`); worker i
-    of a multi-worker run writes into ``out_dir/worker-i``."""
-    worker_index = _worker_index(strategy)
-    if worker_index:
-        out_dir = os.path.join(out_dir, f"worker-{worker_index}")
-    return out_dir, worker_index, _run_dir.prepare(config, out_dir, restart)
+class _Schedule:
+    """When the loop's periodic work comes (Sample Factory's periodic
+    callbacks, Acme's `Checkpointer(time_delta_minutes=…)`, in small): a
+    checkpoint every `Config.checkpoint_updates` updates, or where that is
+    None `Config.checkpoint_every_s` seconds after the last one; a greedy
+    evaluation when its `TrainingEvaluation` says so; and how many updates
+    one learner call may make before the next of them or the run's end.
 
+    Args:
+      config: The run's `Config`.
+      updates_per_call: `Learner.updates_per_call`.
+    """
 
-@dataclasses.dataclass
-class _Counters:
-    """What the loop has done, saved in every checkpoint (so a resumed run
-    continues them): loop updates (applied and skipped), env steps, skipped
-    updates, policy lags, and the unrolls and restarts of each actor in the
-    processes before this one."""
+    def __init__(self, config, updates_per_call):
+        self.config, self.updates_per_call = config, updates_per_call
+        self.evaluation = None  # A `TrainingEvaluation` (set by the loop).
+        self.checkpoint_saved()
 
-    updates: int = 0
-    env_steps: int = 0
-    skipped: int = 0
-    lags: dict = dataclasses.field(default_factory=dict)
-    unrolls_before: list = None
-    restarts_before: list = None
+    def checkpoint_saved(self):
+        """Starts the wait for the next timed checkpoint."""
+        self.next_checkpoint = (time.monotonic()
+                                + self.config.checkpoint_every_s)
 
+    def call_size(self, counters):
+        """The most updates the next learner call may make: up to
+        `updates_per_call`, ending at the first one that the run's end, an
+        evaluation or a checkpoint by update count follows (so that they
+        come where one update per call puts them)."""
+        most = 1
+        while most < self.updates_per_call and not self._due_after(
+                counters, most):
+            most += 1
+        return most
 
-def _add(before, now):
-    """Per-actor counts of the earlier processes plus this one's."""
-    return [a + b for a, b in zip(before or [0] * len(now), now)]
+    def checkpoint_due(self, counters):
+        """Whether a checkpoint is due after the update `counters` end at."""
+        if self.config.checkpoint_updates is not None:
+            return self._counted_checkpoint_at(counters.updates)
+        return time.monotonic() >= self.next_checkpoint
+
+    def evaluation_due(self, counters):
+        """Whether an evaluation is due after the update `counters` end at
+        (always after the run's last)."""
+        return self.evaluation is not None and self.evaluation.due(
+            counters.env_steps, counters.updates == self.config.num_updates)
+
+    def _due_after(self, counters, ahead):
+        """Whether the run's end, an evaluation or a checkpoint by update
+        count follows the update `ahead` updates from now."""
+        updates = counters.updates + ahead
+        return (updates >= self.config.num_updates
+                or self._counted_checkpoint_at(updates)
+                or (self.evaluation is not None and self.evaluation.due(
+                    counters.env_steps + ahead * self.config.steps_per_update,
+                    False)))
+
+    def _counted_checkpoint_at(self, updates):
+        """Whether a checkpoint by update count is due after `updates`."""
+        every = self.config.checkpoint_updates
+        return every is not None and updates % every == 0
 
 
 class _UpdateLoop:
@@ -334,8 +241,8 @@ class _UpdateLoop:
     one, the first Ctrl-C / SIGTERM or a stopping error (`error`), then
     learns on the unrolls the actors had started (`_drain`; not after
     `NonFiniteUpdates`), then (always) closes the progress bar, saves a
-    last checkpoint, writes the curve and closes the actors. `stats` are the loop's numbers for the
-    summary.
+    last checkpoint, writes the curve and closes the actors. Its numbers
+    for the summary: `tf_vtrace.agent._loop_stats.loop_summary`.
     """
 
     def __init__(self, config, out_dir, learner, resumed):
@@ -345,24 +252,17 @@ class _UpdateLoop:
             os.path.join(out_dir, "checkpoints"), model=learner.model,
             optimizer=learner.optimizer)
         self.history = policy_lag.WeightHistory(config.policy_lag)
-        self.start, blob = (self.checkpoints.restore_latest() if resumed
-                            else (0, None))
-        self.counters = _Counters()
-        if blob is None:
+        self.start, self.counters = (
+            _run_dir.restore_loop(self.checkpoints, self.history) if resumed
+            else (0, None))
+        if self.counters is None:
+            self.counters = _run_dir.LoopCounters()
             self.history.push(learner.version, learner.get_weights())
-        else:
-            state, kept = _run_dir.decode_state(blob)
-            self.counters = _Counters(**state)
-            for version, weights in kept:
-                self.history.push(version, weights)
-        self.lags = collections.Counter(
-            {int(k): n for k, n in self.counters.lags.items()})
         self.interrupted, self.stop_signal, self.error = False, None, None
         self.evaluation = None  # Set by `run`.
         self.warm_start = self.loop_start = self.loop_end = None
-        self.idle = _Idle(config)
-        # `time.monotonic()` when a timed checkpoint is due.
-        self.next_checkpoint = time.monotonic() + config.checkpoint_every_s
+        self.idle = _loop_stats.IdleClock(config)
+        self.schedule = _Schedule(config, learner.updates_per_call)
         # The current streak of skipped updates, and what was non-finite.
         self.streak, self.streak_names = 0, set()
         self.calls = 0  # Learner calls in this process (`_update`).
@@ -371,25 +271,17 @@ class _UpdateLoop:
         """Runs the updates left with `actor` (closed at the end), evaluating
         with `evaluation` (a `TrainingEvaluation`, or None) when it is due."""
         self.actor, self.loop_start = actor, time.time()
-        self.evaluation = evaluation
-        counters = self.counters
+        self.evaluation = self.schedule.evaluation = evaluation
+        config, counters = self.config, self.counters
         self.recorder = recording.Recorder(
             self.out_dir, resume=((counters.env_steps, counters.updates)
                                   if self.resumed else None),
             evaluations=evaluation is not None)
-        self.bar = _progress_bar(self.config, progress, counters.env_steps)
+        self.bar = _progress_bar(config, progress, counters, self.resumed)
         self.next_postfix = 0.  # `time.monotonic()` of the next postfix.
-        if self.resumed:
-            self.bar.write(f"resuming at update {counters.updates} "
-                           f"(env step {counters.env_steps})")
-        if self.config.checkpoint_every is None and self.config.checkpoint_updates:
-            self.bar.write(f"checkpoints every {self.config.checkpoint_updates}"
-                           " updates (--checkpoint-every), not by time: a "
-                           "multi-worker run's hosts must checkpoint at the "
-                           "same update")
         with _stop_on_signals() as stop:
             try:
-                while counters.updates < self.config.num_updates:
+                while counters.updates < config.num_updates:
                     if stop.is_set():
                         raise KeyboardInterrupt
                     self._update()
@@ -435,40 +327,40 @@ class _UpdateLoop:
             self.bar.write(f"stopped learning on the unrolls left: {error}")
 
     def _update(self, stopping=False):
-        """The updates of one learner call (`_call_size`), each recorded and
-        shown, then the evaluation and the checkpoint if due (not while
-        `stopping`: the last checkpoint follows)."""
+        """The updates of one learner call (`_Schedule.call_size`), each
+        recorded and shown, then the evaluation and the checkpoint if due
+        (not while `stopping`: the last checkpoint follows)."""
         steps = actor_learner_steps(self.actor, self.learner, self.history,
-                                    self.idle, most=self._call_size())
+                                    self.idle,
+                                    most=self.schedule.call_size(self.counters))
         self.calls += 1
-        errors = [self._book(unroll, diagnostics)
+        errors = [self._record_update(unroll, diagnostics)
                   for unroll, diagnostics in steps]
         error = next(filter(None, errors), None)
         if error is not None:
             raise error
         if not stopping:
             self._evaluate_if_due()
-        if not stopping and self._checkpoint_due():
+        if not stopping and self.schedule.checkpoint_due(self.counters):
             with self.idle.paused(self.actor):
                 self._save()
 
-    def _book(self, unroll, diagnostics):
+    def _record_update(self, unroll, diagnostics):
         """Counts, records and shows one update; a `NonFiniteUpdates` to
         raise when it ends the run (after the call's other updates are
-        booked), else None."""
+        recorded), else None."""
         config, counters = self.config, self.counters
         counters.updates += 1
         counters.env_steps += config.steps_per_update
-        self.lags[int(diagnostics["policy_lag"])] += 1
+        counters.lags[int(diagnostics["policy_lag"])] += 1
         error = self._count_skipped(diagnostics)
-        elapsed = time.time() - self.loop_start
-        rates = {"env_steps_per_s": (counters.env_steps - self.start_steps)
-                 / elapsed,
-                 "learner_steps_per_s": (counters.updates - self.start)
-                 / elapsed}
+        rates = _loop_stats.rates_since(
+            self.loop_start, self.start * config.steps_per_update, self.start,
+            counters.env_steps, counters.updates)
+        restarts = sum(counters.restarts_per_actor(self.actor))
         self.recorder.record(counters.env_steps, unroll, diagnostics,
                              dict(rates, skipped_updates=counters.skipped,
-                                  actor_restarts=sum(self._restarts())))
+                                  actor_restarts=restarts))
         self._show(rates, diagnostics)
         # Warm from here: the first record traces the TensorBoard writer
         # (≈ 0.14 s), a start-up cost like the learner's compile.
@@ -476,40 +368,6 @@ class _UpdateLoop:
             time.time(), counters.env_steps, counters.updates)
         self.idle.warm(self.actor)
         return error
-
-    def _call_size(self):
-        """The most updates the next learner call may make: up to
-        `Learner.updates_per_call`, ending at the first one that the run's
-        end, an evaluation or a checkpoint by update count follows (so
-        that they come where one update per call puts them)."""
-        most = 1
-        while (most < self.learner.updates_per_call
-               and not self._due_after(most)):
-            most += 1
-        return most
-
-    def _due_after(self, ahead):
-        """Whether the run's end, an evaluation or a checkpoint by update
-        count follows the update `ahead` updates from now."""
-        config, counters = self.config, self.counters
-        updates = counters.updates + ahead
-        return (updates >= config.num_updates
-                or self._counted_checkpoint_at(updates)
-                or (self.evaluation is not None and self.evaluation.due(
-                    counters.env_steps + ahead * config.steps_per_update,
-                    False)))
-
-    def _checkpoint_due(self):
-        """Every `Config.checkpoint_updates` updates, or where that is None
-        `Config.checkpoint_every_s` seconds after the last checkpoint."""
-        if self.config.checkpoint_updates is not None:
-            return self._counted_checkpoint_at(self.counters.updates)
-        return time.monotonic() >= self.next_checkpoint
-
-    def _counted_checkpoint_at(self, updates):
-        """Whether a checkpoint by update count is due after `updates`."""
-        every = self.config.checkpoint_updates
-        return every is not None and updates % every == 0
 
     def _show(self, rates, diagnostics):
         """Advances the progress bar; its numbers are set at most once per
@@ -530,16 +388,11 @@ class _UpdateLoop:
 
     def _evaluate_if_due(self):
         counters = self.counters
-        if self.evaluation is not None and self.evaluation.due(
-                counters.env_steps, counters.updates == self.config.num_updates):
+        if self.schedule.evaluation_due(counters):
             with self.idle.paused(self.actor):
                 returns = self.evaluation.run(counters.env_steps, counters.updates)
             self.recorder.record_evaluation(counters.env_steps,
                                             counters.updates, returns)
-
-    @property
-    def start_steps(self):
-        return self.start * self.config.steps_per_update
 
     def _count_skipped(self, diagnostics):
         """Counts a skipped update; the `NonFiniteUpdates` that stops the
@@ -558,27 +411,13 @@ class _UpdateLoop:
             f" non-finite {', '.join(sorted(self.streak_names))}. The "
             f"weights are those of learner update {self.learner.version}.")
 
-    def _unrolls(self):
-        return _add(self.counters.unrolls_before,
-                    list(getattr(self.actor, "unrolls_per_actor",
-                                 [self.counters.updates - self.start])))
-
-    def _restarts(self):
-        return _add(self.counters.restarts_before,
-                    list(getattr(self.actor, "restarts_per_actor", [0])))
-
     def _save(self):
         """Checkpoint number `updates`: weights, optimizer, loop state, after
         what was recorded up to it is on disk."""
         self.recorder.flush()
-        state = dataclasses.asdict(self.counters)
-        state.update(lags={str(k): n for k, n in self.lags.items()},
-                     unrolls_before=self._unrolls(),
-                     restarts_before=self._restarts())
-        self.checkpoints.save(
-            self.counters.updates,
-            _run_dir.encode_state(state, self.history.kept()))
-        self.next_checkpoint = time.monotonic() + self.config.checkpoint_every_s
+        _run_dir.save_loop(self.checkpoints, self.counters, self.history,
+                           self.actor, self.start)
+        self.schedule.checkpoint_saved()
         if self.evaluation is not None:
             self.evaluation.write_best()
 
@@ -589,67 +428,6 @@ class _UpdateLoop:
         self._save()
         self.recorder.close()
         self.actor.close()
-
-    def stats(self):
-        """The loop's part of the summary."""
-        counters, restarts = self.counters, self._restarts()
-        return {
-            "env_steps": counters.env_steps,
-            "learner_updates": self.learner.version,
-            "mean_return_last_100": self.recorder.mean_return,
-            "interrupted": self.interrupted,
-            "stop_signal": self.stop_signal,
-            "error": None if self.error is None else str(self.error),
-            "skipped_updates": counters.skipped,
-            "resumed_at_update": self.start if self.resumed else None,
-            "unrolls_per_actor": self._unrolls(),
-            "actor_restarts": sum(restarts), "restarts_per_actor": restarts,
-            "discarded_unrolls": getattr(self.actor, "discarded_unrolls", 0),
-            "updates_per_learner_call": (
-                round((counters.updates - self.start) / self.calls, 3)
-                if self.calls else None),
-            **_lag_summary(self.lags),
-            **_warm_rates(self.warm_start, self.loop_end, counters.env_steps,
-                          counters.updates),
-            **self.idle.fractions(),
-            **(self.evaluation.summary() if self.evaluation else {}),
-        }
-
-
-def _write_summary(config, out_dir, worker_index, clock_start, loop_stats):
-    """Writes ``summary.json`` (see the module doc) and returns it."""
-    wall_start, cpu_start = clock_start
-    summary = {
-        "env_id": config.env_id, "seed": config.seed,
-        "policy_lag": config.policy_lag, "correction": config.correction,
-        "strategy": config.strategy, "worker_index": worker_index,
-        "env_steps": loop_stats.pop("env_steps"),
-        "learner_updates": loop_stats.pop("learner_updates"),
-        "wall_s": round(time.time() - wall_start, 1),
-        "cpu_s": round(time.process_time() - cpu_start, 1),
-        "mean_return_last_100": loop_stats.pop("mean_return_last_100"),
-        "interrupted": loop_stats.pop("interrupted"),
-        "backend": config.backend, "num_actors": config.num_actors,
-        **loop_stats,
-    }
-    summary = _finite_or_none(summary)
-    path = os.path.join(out_dir, "summary.json")
-    with open(path + ".tmp", "w") as handle:
-        json.dump(summary, handle, indent=2, allow_nan=False)
-    os.replace(path + ".tmp", path)
-    return summary
-
-
-def _finite_or_none(value):
-    """`value` with every NaN or ±inf float (at any depth) as None: JSON has
-    no NaN, and strict readers (jq, JavaScript) refuse Python's ``NaN``."""
-    if isinstance(value, dict):
-        return {key: _finite_or_none(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite_or_none(item) for item in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def train(config, out_dir, progress=True, restart=False):
@@ -678,8 +456,8 @@ def train(config, out_dir, progress=True, restart=False):
     """
     # First: MultiWorkerMirroredStrategy must exist before any TF op.
     strategy = learner_lib.make_strategy(config)
-    out_dir, worker_index, resumed = _open_run_dir(config, out_dir, strategy,
-                                                   restart)
+    out_dir, worker_index, resumed = _run_dir.open_run_dir(
+        config, out_dir, strategy, restart)
     clock_start = time.time(), time.process_time()
     observation_space, action_space = envs.env_spaces(config.env_id)
     head_sizes = envs.head_sizes(action_space)
@@ -699,8 +477,8 @@ def train(config, out_dir, progress=True, restart=False):
         learner.model, os.path.join(out_dir, "policy"), head_sizes,
         metadata={"env_id": config.env_id,
                   "max_episode_steps": config.max_episode_steps})
-    summary = _write_summary(config, out_dir, worker_index, clock_start,
-                             loop.stats())
+    summary = recording.write_summary(config, out_dir, worker_index,
+                                      clock_start, _loop_stats.loop_summary(loop))
     if loop.error is not None:
         raise loop.error
     return summary
