@@ -208,7 +208,7 @@ class ThreadActors(actor_lib.ActorBackend):
     ≈ 60 µs of an update's ≈ 2 ms, so it levels small differences only:
     in the bench's command both sides waited ≤ 10 % of the time in 19
     runs of 22 this way, 17 of 22 with the actor always preparing
-    (docs/scaling.md).
+    (docs/records/scaling.md).
 
     `idle_seconds()`: the seconds the threads waited in all (on a full
     queue or for the first weights); `unrolls_per_actor`, `restarts_per_actor`: as the

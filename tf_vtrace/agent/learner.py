@@ -520,7 +520,7 @@ class Learner:
         """`unroll` with the step's input tensors made from it, for an actor
         thread to call before it queues the unroll while the learner is the
         slower side: the learner then skips their conversion (issue 19,
-        `tf_vtrace.agent.backends.ThreadActors`, docs/scaling.md). A dict
+        `tf_vtrace.agent.backends.ThreadActors`, docs/records/scaling.md). A dict
         equal to `unroll`; unchanged under a strategy, whose inputs are per
         replica."""
         if self.strategy is not None:
@@ -536,7 +536,7 @@ class Learner:
         the call's one output)."""
         # The signature from the numpy arrays: an EagerTensor's `shape`
         # releases the interpreter lock, and under load each took ≈40 µs to
-        # get it back from an actor thread (docs/scaling.md).
+        # get it back from an actor thread (docs/records/scaling.md).
         signature = tuple((array.shape, array.dtype) for array in
                           (np.asarray(unrolls[0][key])
                            for key in self._input_keys))
