@@ -12,7 +12,7 @@ RAY_STAMP := $(VENV)/.installed-ray
 ENVPOOL_STAMP := $(VENV)/.installed-envpool
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv venv-demo venv-ray venv-envpool demo demo-ray demo-eval learn-full ablation lag-benchmark lag-benchmark-full lag-benchmark-space-invaders stateless-benchmark bench-recurrent lint test test-slow docs bench bench-agent bench-core bench-scan bench-actors clean
+.PHONY: venv venv-demo venv-ray venv-envpool demo demo-ray demo-eval learn-full ablation lag-benchmark lag-benchmark-full lag-benchmark-space-invaders stateless-benchmark bench-recurrent lint test test-slow docs docs-data bench bench-agent bench-core bench-scan bench-actors clean
 
 venv: $(STAMP)
 venv-demo: $(DEMO_STAMP)
@@ -44,13 +44,13 @@ $(STAMP): setup.py constraints.txt | $(VENV)/bin/python
 
 # On a machine without a GPU, TensorFlow logs a CUDA "failed call to cuInit"
 # error at start-up; level 3 keeps TensorFlow's C++ errors out of the demo.
-# The IMPALA agent learns CartPole-v1 (docs/agent.md): progress bar, then
+# The IMPALA agent learns CartPole-v1 (docs/tutorials/agent.md): progress bar, then
 # runs/demo/{learning_curve.png,tensorboard,checkpoints,policy}; the
 # SavedModel is then evaluated over 20 episodes in a fresh process.
 # The actor acts in a thread of this process while the learner learns (the
 # asynchronous default); `make demo BACKEND=local` runs the synchronous loop,
 # `make demo BACKEND=process NUM_ACTORS=2` or `make demo-ray` run the actors
-# in worker processes or as Ray actors (docs/scaling.md). The envs are
+# in worker processes or as Ray actors (docs/howto/actors.md). The envs are
 # gymnasium's NumPy-vectorized CartPole (VECTOR_ENV=auto); `make demo
 # VECTOR_ENV=gymnasium` steps one Python env per copy (SyncVectorEnv),
 # `make demo VECTOR_ENV=envpool` EnvPool's C++ CartPole (the envpool extra).
@@ -76,24 +76,24 @@ demo-eval: venv-demo
 		$$(ls -d $(DEMO_OUT)/policy_best 2>/dev/null) --episodes 20
 
 # Thirty seeds of the demo run, two at a time, with evaluation
-# (docs/agent_seeds.{json,png}, the table of docs/agent.md; about 13 minutes).
+# (benchmarks/results/agent_seeds.{json,png}: docs/tutorials/agent.md's result; about 13 minutes).
 learn-full: venv
 	$(PY) -m benchmarks.learning.agent_learning seeds --jobs 2 --eval-every $(EVAL_EVERY) \
 		--seeds 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29
 
-# V-trace vs no correction at policy lags 0, 8, 32 (docs/agent_ablation.png).
+# V-trace vs no correction at policy lags 0, 8, 32 (benchmarks/results/agent_ablation.png).
 ablation: venv
 	$(PY) -m benchmarks.learning.agent_learning ablation --seeds 0 1 2 --lags 0 8 32
 
-# Every correction × policy lag × seed (docs/lag_benchmark.md): the quick
-# smoke version into runs/lag-benchmark-quick, the full one into docs/.
+# Every correction × policy lag × seed (docs/explanation/corrections.md): the quick
+# smoke version into runs/lag-benchmark-quick, the full one into benchmarks/results/.
 lag-benchmark: venv
 	$(PY) -m benchmarks.learning.lag_benchmark quick --out runs/lag-benchmark-quick
 
 lag-benchmark-full: venv
 	$(PY) -m benchmarks.learning.lag_benchmark full --jobs 2
 
-# The third env, MinAtar SpaceInvaders, on its own (docs/lag_benchmark_space_invaders.md).
+# The third env, MinAtar SpaceInvaders, on its own (into benchmarks/results/).
 lag-benchmark-space-invaders: venv
 	$(PY) -m benchmarks.learning.lag_benchmark space-invaders --jobs 2
 
@@ -128,9 +128,10 @@ bench-core: venv
 bench-scan: venv
 	$(PY) -m benchmarks.scan_crossover
 
-# Env steps/s, learner steps/s and policy lag per actor backend (docs/scaling.md).
+# Env steps/s, learner steps/s and policy lag per actor backend (docs/howto/actors.md).
 bench-actors: venv
-	$(PY) -m benchmarks.actor_backends --out docs/actor_backends.json
+	mkdir -p benchmarks/results
+	$(PY) -m benchmarks.actor_backends --out benchmarks/results/actor_backends.json
 
 bench: venv
 	bash benchmarks/peers/run_all.sh
@@ -139,6 +140,25 @@ bench: venv
 # (docs/performance.md); builds .venv-bench-rllib on first use.
 bench-agent: venv
 	bash benchmarks/peers/bench_agent.sh
+
+# The benchmarks write into benchmarks/results/; this copies what the docs
+# show from there: figures into docs/img/, reports into docs/records/ (their
+# links rewritten for that folder), their data into docs/records/data/. A
+# result not produced yet is skipped.
+RESULTS = benchmarks/results
+docs-data:
+	@set -e; for name in lag_benchmark lag_benchmark_space_invaders bench_agent/bench_agent; do \
+	  base=$$(basename $$name); [ -f $(RESULTS)/$$name.md ] || continue; \
+	  sed -e "s|]($$base.png)|](../img/$$base.png)|" -e "s|](performance.md|](../performance.md|" \
+	    $(RESULTS)/$$name.md > docs/records/$$base.md; \
+	  cp $(RESULTS)/$$name.json docs/records/data/; cp $(RESULTS)/$$name.png docs/img/; \
+	  echo "docs-data: $$base"; done
+	@for f in keras_agent.png performance_scaling.png; do \
+	  [ ! -f $(RESULTS)/$$f ] || { cp $(RESULTS)/$$f docs/img/ && echo "docs-data: $$f"; }; done
+	@[ ! -f $(RESULTS)/agent_seeds.png ] || { cp $(RESULTS)/agent_seeds.png docs/img/agent_seeds.png \
+	  && cp $(RESULTS)/agent_seeds.json docs/records/data/agent_seeds_latest.json && echo "docs-data: agent_seeds"; }
+	@for f in keras_agent.json actor_backends.json; do \
+	  [ ! -f $(RESULTS)/$$f ] || { cp $(RESULTS)/$$f docs/records/data/ && echo "docs-data: $$f"; }; done
 
 clean:
 	rm -rf $(VENV) $(VENV)-* site build *.egg-info

@@ -1,4 +1,4 @@
-"""Throughput and policy lag of each actor backend (docs/scaling.md).
+"""Throughput and policy lag of each actor backend (docs/howto/actors.md).
 
 For every backend setting (local 1 actor; thread 1; process 1 and 2; Ray 1
 and 2) and
@@ -16,7 +16,7 @@ Prints the medians over the repeats (with min–max) and the ratio of each
 median to the local backend's, measured in the same run; writes every
 measurement to `--out` (JSON).
 
-    python -m benchmarks.actor_backends --out docs/actor_backends.json  # make bench-actors
+    python -m benchmarks.actor_backends --out benchmarks/results/actor_backends.json
     python -m benchmarks.actor_backends --quick --settings local process:1
 """
 

@@ -3,8 +3,8 @@
 `run` trains one seed of the full example (500k env steps) in this process
 and writes its result, with the machine load before and after, to
 ``benchmarks/results/keras_agent_seed<S>.json``; `report` gathers those
-files into ``docs/keras_agent.json``, prints the markdown table and draws
-``docs/keras_agent.png`` (the greedy return after each epoch and the mean
+files into ``benchmarks/results/keras_agent.json``, prints the markdown table and draws
+``benchmarks/results/keras_agent.png`` (the greedy return after each epoch and the mean
 return of the epoch's training episodes, against env steps, per seed).
 
     python benchmarks/keras_agent.py run --seed 0
@@ -48,7 +48,7 @@ def report():
     import matplotlib.pyplot as plt
     runs = [json.loads(p.read_text())
             for p in sorted(RESULTS.glob("keras_agent_seed*.json"))]
-    (ROOT / "docs" / "keras_agent.json").write_text(json.dumps(runs, indent=1))
+    (RESULTS / "keras_agent.json").write_text(json.dumps(runs, indent=1))
     print("| seed | greedy, kept weights, new episodes | greedy, last epoch "
           "| kept epoch | env steps | wall s | env steps/s | mean policy lag "
           "| load before → after |")
@@ -81,7 +81,7 @@ def report():
     figure.suptitle("examples/keras_fit.py on CartPole-v1, one thin line per seed",
                     fontsize=10)
     figure.tight_layout()
-    figure.savefig(ROOT / "docs" / "keras_agent.png", dpi=100)
+    figure.savefig(RESULTS / "keras_agent.png", dpi=100)
 
 
 if __name__ == "__main__":

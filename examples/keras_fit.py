@@ -15,7 +15,7 @@ pipeline's defaults (`tf_vtrace.agent.config.Config`, the optimizer from
 IMPALA paper at lr 8e-3 decayed linearly to 0, gradient norm clipped to 40,
 entropy 0.01, baseline 0.5. Keras 3 (the actor is
 `tf_vtrace.agent.actor.LocalActor`, a Keras 3 network). About 20 s on two
-quiet CPU cores (docs/keras.md#measured);
+quiet CPU cores (docs/tutorials/keras.md#measured);
 `--smoke` runs 6 updates of it (what `make test` checks):
 
     python examples/keras_fit.py --seed 0 --logdir runs/keras_fit

@@ -3,7 +3,7 @@ run: flags it does not know reach `train` (the seeds table of a changed
 setting), its records are cached by flags, and the target counts are
 printed; `compare` plots settings' runs side by side with bootstrap bands.
 Learning numbers are not asserted (`make learn-full` measures them,
-docs/agent.md)."""
+docs/records/agent.md)."""
 import json
 import os
 import pathlib

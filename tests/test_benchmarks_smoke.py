@@ -54,7 +54,7 @@ def test_benchmark_paths_named_in_docs_and_makefile_exist():
     the READMEs, the Makefile and the benchmarks themselves name exists, so a
     moved or renamed script cannot leave a dead command behind."""
     import re
-    texts = [ROOT / "README.md", ROOT / "Makefile", *ROOT.glob("docs/*.md"),
+    texts = [ROOT / "README.md", ROOT / "Makefile", *ROOT.glob("docs/**/*.md"),
              *(p for p in ROOT.glob("benchmarks/**/*")
                if p.suffix in (".py", ".sh", ".md", ".txt"))]
     named, missing = set(), []
@@ -73,6 +73,25 @@ def test_benchmark_paths_named_in_docs_and_makefile_exist():
     assert not missing, missing
     assert {"benchmarks/peers/run_all.sh", "benchmarks.bench_core",
             "benchmarks.learning.agent_learning"} <= named
+
+
+def test_benchmarks_write_under_results_not_docs():
+    """The benchmarks write their tables, records and figures under
+    benchmarks/results/ (`make docs-data` copies what a page shows into
+    docs/img/ and docs/records/): no benchmark builds a path into docs/, and
+    no Makefile recipe points a benchmark's `--out` there."""
+    import re
+    offenders = []
+    for path in ROOT.glob("benchmarks/**/*"):
+        if path.suffix in (".py", ".sh"):
+            text = path.read_text(encoding="utf-8")
+            offenders += [f"{path.relative_to(ROOT)}: {match.group(0)}"
+                          for match in re.finditer(
+                              r"""["']docs["']|--out[ =]docs/|--docs\b""", text)]
+    for line in (ROOT / "Makefile").read_text(encoding="utf-8").splitlines():
+        if line.startswith("\t") and re.search(r"--out[ =]docs/", line):
+            offenders.append(f"Makefile: {line.strip()}")
+    assert not offenders, offenders
 
 
 def test_bench_agent_quick_reads_our_run(tmp_path):

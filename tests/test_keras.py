@@ -277,7 +277,7 @@ def test_dist_class_passes_through_and_serializes():
 
 
 def test_fit_with_xla_compiled_train_step():
-    """`jit_compile=True` (docs/keras.md recommends it on a CPU) trains with
+    """`jit_compile=True` (docs/tutorials/keras.md recommends it on a CPU) trains with
     the metrics on, and the XLA-compiled step evaluates as TF ops with no XLA
     anywhere do (the loss's own XLA call off too), padding in play."""
     obs, data = _batch()
@@ -303,7 +303,7 @@ def test_fit_with_xla_compiled_train_step():
 
 
 def test_many_steps_per_execution_train_as_single_steps():
-    """`jit_compile=True, steps_per_execution=N` (docs/keras.md's fastest `fit`
+    """`jit_compile=True, steps_per_execution=N` (docs/tutorials/keras.md's fastest `fit`
     on a CPU: N XLA train steps per call of the train function, in a graph
     loop) makes the same N updates as N plain steps: the weights' changes
     after 4 SGD steps on 4 different batches agree to float32 rounding."""

@@ -3,7 +3,7 @@
 a fresh process, then what it wrote, then `--report-only` reading it back;
 and two updates of the third env's mode (`space-invaders`). Learning
 numbers are not asserted (the benchmark's full mode measures them,
-docs/lag_benchmark.md)."""
+docs/records/lag_benchmark.md)."""
 import json
 import os
 import pathlib

@@ -1,5 +1,5 @@
 """The Ray backend on a separately started Ray cluster (``ray start --head``),
-reached through RAY_ADDRESS, as docs/scaling.md tells users to run it.
+reached through RAY_ADDRESS, as docs/howto/actors.md tells users to run it.
 
 The head runs on 127.0.0.1 at a free port with its own temporary directory
 and its own authentication token; `ray start --block` runs in its own

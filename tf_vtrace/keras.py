@@ -374,7 +374,7 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
     `reduction` (`self.impala_reduction`). Under a `tf.distribute` strategy
     each replica's value is L / N, the global loss over the N replicas, and
     its gradient that of the replica's share, so that Keras reports the
-    one-device loss even for a batch split unequally (docs/keras.md).
+    one-device loss even for a batch split unequally (docs/tutorials/keras.md).
 
     Args:
       baseline_cost: Weight of ½ (vs − V)² (scalable_agent: 0.5).
@@ -513,7 +513,7 @@ class ImpalaMetric(keras.metrics.Mean):
     builds all of them. Under a `tf.distribute` strategy each replica adds
     the whole batch's value (loss terms summed over the replicas, statistics
     weighed by their valid steps) with weight 1 / N, so the metric is the one
-    device's even for a batch split unequally (docs/keras.md).
+    device's even for a batch split unequally (docs/tutorials/keras.md).
 
     Args:
       diagnostic: A key of `tf_vtrace.impala.DIAGNOSTICS`, e.g. ``"mean_rho"``.

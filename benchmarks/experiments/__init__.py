@@ -1,1 +1,1 @@
-"""Experiments behind docs/performance.md: may use private names; not smoke-tested."""
+"""Experiments behind docs/records/performance.md: may use private names; not smoke-tested."""

@@ -1,7 +1,7 @@
 """How exported CartPole policies end their episodes: the late collapse.
 
 Some CartPole-v1 runs of the default configuration reach a training return
-of 475 and then fall back to 150–300 (docs/agent.md). This plays each given
+of 475 and then fall back to 150–300 (docs/records/agent.md). This plays each given
 policy (a run's ``policy/`` or ``policy_best/``) for `--episodes` episodes of
 gymnasium's own CartPole-v1, greedy and sampled, and counts how each ended:
 

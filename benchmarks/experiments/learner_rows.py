@@ -3,7 +3,7 @@
     PYTHONPATH=$PWD .venv/bin/python -m benchmarks.experiments.learner_rows [ROUNDS]
 
 Prints one JSON line. Run it alternately from two checkouts (before / after a
-change) to compare them in one sitting, as docs/performance.md ("Checks that
+change) to compare them in one sitting, as docs/records/performance.md ("Checks that
 are always on") did for issue 24: the rows are `make bench`'s learner rows
 (`benchmarks.peers.impl_tf.build_learner_step`) plus an eager `from_logits`,
 interleaved in rounds.

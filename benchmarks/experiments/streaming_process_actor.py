@@ -3,7 +3,7 @@
 The ``"process"`` backend asks its worker for one unroll at a time: the
 worker acts, sends the unroll, and waits for the learner's next request
 (which carries the weights). Both sides then wait on each hand-off
-(docs/performance.md: 23–35 % idle each). Here the worker acts without
+(docs/records/performance.md: 23–35 % idle each). Here the worker acts without
 waiting for a request. It holds credits, one per unroll that it may send
 ahead, and it takes the newest weights the learner has sent whenever it
 starts an unroll (without blocking for them). The learner grants a credit

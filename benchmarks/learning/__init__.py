@@ -1,1 +1,1 @@
-"""The learning runs behind the figures of docs/agent.md."""
+"""The learning runs behind the figures of docs/tutorials/agent.md and docs/records/agent.md."""

@@ -10,7 +10,7 @@ also draws the figure.
     python -m benchmarks.learning.agent_learning seeds --seeds 0 1 ... 9 \
         --runs-dir runs/gamma098 --jobs 2 --discount 0.98    # a changed default
     python -m benchmarks.learning.agent_learning compare --seeds 0 1 ... 9 \
-        --runs default=runs gamma=runs/gamma098 --out docs/agent_compare
+        --runs default=runs gamma=runs/gamma098 --out benchmarks/results/agent_compare
 
 `seeds` trains CartPole-v1 with the default Config (300k env steps; `make
 learn-full` adds `make demo`'s `--eval-every`: greedy evaluations keeping the
@@ -46,6 +46,9 @@ from benchmarks.learning._stats import bootstrap_band
 from tf_vtrace.agent import recording
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Where the figures and records go without --out (`make docs-data` copies
+# what the docs show into docs/).
+RESULTS = ROOT / "benchmarks" / "results"
 # The training return the default config must reach (issue: ≥ 475 within
 # its 300k env steps).
 TARGET = 475.
@@ -239,7 +242,8 @@ def compare(args, parser):
         parser.error(str(error))
     for label, (_, records) in settings.items():
         print(f"{label}: {seeds_counts(records)}")
-    stem = pathlib.Path(args.out or (ROOT / "docs" / "agent_compare"))
+    stem = pathlib.Path(args.out or (RESULTS / "agent_compare"))
+    stem.parent.mkdir(parents=True, exist_ok=True)
     plot_comparison(settings, stem.with_suffix(".png"))
 
 
@@ -316,7 +320,8 @@ def main():
                                  "--policy-lag", str(lag),
                                  "--total-env-steps", str(steps), *flags)
                     records.append(dict(record, setting=name, run=name_))
-    stem = pathlib.Path(args.out or (ROOT / "docs" / f"agent_{args.mode}"))
+    stem = pathlib.Path(args.out or (RESULTS / f"agent_{args.mode}"))
+    stem.parent.mkdir(parents=True, exist_ok=True)
     stem.with_suffix(".json").write_text(json.dumps(records, indent=1))
     if args.mode == "ablation":
         plot_ablation(records, runs_dir, stem.with_suffix(".png"))

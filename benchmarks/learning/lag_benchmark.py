@@ -20,10 +20,11 @@ grid), `lag_benchmark.png` (returns against env steps, one panel per env ×
 lag, the mean over seeds with a 95 % bootstrap band over seeds) and
 `lag_benchmark.md` (the table of final returns with ρ-clip fraction and
 ESS/N next to them). `full` (CartPole and MinAtar Breakout) writes those
-three into docs/, `space-invaders` (the third env, MinAtar SpaceInvaders)
-as docs/lag_benchmark_space_invaders.*; ``--name NAME`` writes
-NAME.{json,png,md} instead (a part of the plan beside the full report, as
-docs/lag_benchmark_minatar.md).
+three into benchmarks/results/, `space-invaders` (the third env, MinAtar
+SpaceInvaders) as benchmarks/results/lag_benchmark_space_invaders.*;
+``--name NAME`` writes NAME.{json,png,md} instead (a part of the plan beside
+the full report, as docs/records/lag_benchmark_minatar.md). `make docs-data`
+copies the reports into the docs.
 
 Settings (`ENVS`): the learning rate and batch are chosen so that lag has
 room to hurt. A lag is counted in learner updates, and Adam moves each weight
@@ -39,11 +40,11 @@ processes, each with one TensorFlow thread of each pool: `--threads`) ran
 the whole plan, 200 runs, in 66 min by one command (5 December 2026,
 22:34–23:40 UTC, nothing else running but a package install in its first
 minutes): CartPole 4.1–9.7 s a run (median 5.1), MinAtar Breakout
-53–101 s (median 72); docs/lag_benchmark.md. `space-invaders --jobs 2`:
+53–101 s (median 72); docs/records/lag_benchmark.md. `space-invaders --jobs 2`:
 100 runs of 94–131 s (median 111), 89 min (6 December 2026; four runs from
-a pilot, a niced job beside it); docs/lag_benchmark_space_invaders.md.
+a pilot, a niced job beside it); docs/records/lag_benchmark_space_invaders.md.
 A `full` process runs CartPole then Breakout: before a fix of 5 December
-(docs/performance.md), a learner built after one of other shapes
+(docs/records/performance.md), a learner built after one of other shapes
 recompiled its XLA loss at every update and the Breakout runs stalled.
 Use `--envs`,
 `--lags`, `--seeds`, `--corrections` for a part (runs of the same `--out`
@@ -432,7 +433,7 @@ def build_parser():
     parser.add_argument("mode", choices=sorted(MODES))
     parser.add_argument("--out", type=pathlib.Path, default=None,
                         help="runs and results (full, space-invaders: "
-                             "runs/lag-benchmark, results into docs/)")
+                             "runs/lag-benchmark, results into benchmarks/results/)")
     for key in ("envs", "corrections", "lags", "seeds"):
         parser.add_argument("--" + key, nargs="+", default=None,
                             type={"lags": parse_lag, "seeds": int}.get(key, str),
@@ -445,7 +446,7 @@ def build_parser():
                         help="the report's file names (NAME.md, .png, "
                              ".json; default: the mode's): e.g. a part of "
                              "the plan "
-                             "beside the full report in docs/")
+                             "beside the full report")
     parser.add_argument("--report-only", action="store_true",
                         help="train nothing: report the runs already on disk")
     parser.add_argument("--jobs", type=int, default=1,
@@ -478,7 +479,7 @@ def main(argv=None):
     plan["total_env_steps"] = args.steps or plan["total_env_steps"]
     name = args.name or plan["name"]
     out = args.out or ROOT / "runs" / "lag-benchmark"
-    docs = out if args.out or args.mode == "quick" else ROOT / "docs"
+    docs = out if args.out or args.mode == "quick" else ROOT / "benchmarks" / "results"
     start = time.time()
     if args.shard is not None:
         print(f"--shard {args.shard[0]}/{args.shard[1]}: TensorFlow threads "

@@ -29,7 +29,8 @@ TensorBoard events (wall clock of the ``episode/mean_return`` scalars,
 interpolated at that step); RLlib's from its per-iteration lines. It writes
 a table (stdout and ``bench_agent.md``), ``bench_agent.json`` and a plot of
 the mean return against wall time and env steps (``bench_agent.png``) into
-`--out` (benchmarks/results; ``--docs`` writes them into docs/), with the
+`--out` (benchmarks/results/bench_agent; `make docs-data` copies them into
+the docs), with the
 machine load before and after each run.
 """
 
@@ -318,8 +319,6 @@ def main(argv=None):
                         help="one seed, small budgets (a smoke run)")
     parser.add_argument("--out", default=os.path.join(harness.RESULTS_DIR,
                                                       "bench_agent"))
-    parser.add_argument("--docs", action="store_true",
-                        help="write the table, JSON and plot into docs/")
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.our_env_steps = args.seeds[:1], 20_000
@@ -341,7 +340,7 @@ def main(argv=None):
                   f"{record['wall_s']} s in all", flush=True)
     report = f"{table(records)}\n\nIssue 19's goals, per seed:\n\n{goals(records)}"
     print(report)
-    destination = "docs" if args.docs else args.out
+    destination = args.out
     with open(os.path.join(destination, "bench_agent.json"), "w") as handle:
         json.dump({"argv": sys.argv, "nproc": os.cpu_count(),
                    "records": records}, handle, indent=1)

@@ -95,7 +95,7 @@ def build_from_logits(name, inputs):
     return lambda: from_logits(*args)
 
 
-# The learner step, by how a user writes it (see docs/performance.md):
+# The learner step, by how a user writes it (see docs/records/performance.md):
 # name -> (builder, jit_compile of the user's own tf.function). A builder
 # returns bind(*LOGITS_KEYS tensors) -> a zero-argument call of one step.
 def _bind(step):

@@ -1,4 +1,4 @@
-"""Draw docs/performance_scaling.png from benchmarks/results/peers.json.
+"""Draw benchmarks/results/performance_scaling.png from benchmarks/results/peers.json.
 
 Runs in .venv-bench-torch (matplotlib lives there, not in the main venv).
 Left: time per call against T (B=256); middle: against B (T=100), both
@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 
 BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # benchmarks/
 RESULTS = os.path.join(BENCH_DIR, "results", "peers.json")
-OUTPUT = os.path.join(os.path.dirname(BENCH_DIR), "docs", "performance_scaling.png")
+OUTPUT = os.path.join(BENCH_DIR, "results", "performance_scaling.png")
 
 
 def series(results, name, points):

@@ -2,7 +2,8 @@
 # `make bench`: tf_vtrace against trfl, rlax, a PyTorch loop and a NumPy loop, in one run.
 # Creates the peer venvs on first use (pinned in benchmarks/peers/requirements-*.txt),
 # then runs benchmarks/peers/run_peers.py (every implementation in its own process)
-# and draws docs/performance_scaling.png.
+# and draws benchmarks/results/performance_scaling.png (`make docs-data` copies it
+# into the docs).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"

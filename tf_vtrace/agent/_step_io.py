@@ -37,7 +37,7 @@ def signature(unroll, keys):
     """The step's input signature (shapes, dtypes) of `unroll`'s `keys`,
     from the numpy arrays: an EagerTensor's `shape` releases the
     interpreter lock, and under load each took ≈40 µs to get it back from an
-    actor thread (docs/scaling.md)."""
+    actor thread (docs/records/scaling.md)."""
     return tuple((array.shape, array.dtype) for array in
                  (np.asarray(unroll[key]) for key in keys))
 

@@ -178,7 +178,7 @@ def _concrete_policy(model, observation_space, jit_compile):
     The concrete function, not the `tf.function`: calling the latter binds
     its arguments and looks up the trace on every call, which the actor's
     profile showed as ~40 % of a 64-unit MLP's call on 32 CartPole
-    observations (docs/scaling.md).
+    observations (docs/records/scaling.md).
     """
     signature = tf.TensorSpec((None,) + tuple(observation_space.shape),
                               observation_space.dtype)
@@ -213,7 +213,7 @@ def _weights_setter(model):
     conversion and an assign op per variable): in the ``"thread"`` backend
     the actor thread shares the interpreter lock with the learner, and the
     profile of the demo run put 17 % of the actor thread's time holding it
-    in `set_weights` (docs/scaling.md).
+    in `set_weights` (docs/records/scaling.md).
     """
     variables = model.weights
     if any(v.dtype != "float32" for v in variables):

@@ -42,7 +42,7 @@ _INTEGER_MINIMA = {
 }
 # The most `Config.updates_per_call`: each more is one more copy of the
 # update in the compiled step, ≈ 0.5 s more to compile at the start
-# (docs/scaling.md).
+# (docs/records/scaling.md).
 MAX_UPDATES_PER_CALL = 4
 # A multi-worker run's checkpoint interval in updates when
 # `Config.checkpoint_every` is None (its hosts' clocks do not agree).

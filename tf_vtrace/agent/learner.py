@@ -346,7 +346,7 @@ class Learner:
         """`unroll` with the step's input tensors made from it, for an actor
         thread to call before it queues the unroll while the learner is the
         slower side: the learner then skips their conversion
-        (`tf_vtrace.agent.backends.ThreadActors`, docs/scaling.md). A dict
+        (`tf_vtrace.agent.backends.ThreadActors`, docs/records/scaling.md). A dict
         equal to `unroll`; unchanged under a strategy, whose inputs are per
         replica."""
         if self.strategy is not None:

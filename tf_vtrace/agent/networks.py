@@ -91,7 +91,7 @@ class MLPForward:
     The same layers (tanh towers, linear logits and value), read from the
     weights in `keras.Model.get_weights()` order, in float32. A 64-unit
     MLP on a few observations is ~30 µs of NumPy against ~250 µs for a
-    TensorFlow function call on the 2-core machine of docs/scaling.md,
+    TensorFlow function call on the 2-core machine of docs/records/scaling.md,
     where the call's own overhead (~150 µs for a trivial function) is most
     of it.
 

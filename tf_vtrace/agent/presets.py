@@ -14,7 +14,7 @@
   pathway (`Config.separate_value_core`), the value loss weighted 0.01
   (RLlib's tuned StatelessCartPole examples use ``vf_loss_coeff=0.01``),
   32 envs × 20 steps, 1M env steps, Adam 2e-3; chosen by single-seed runs
-  (docs/agent.md, "The memory task, measured").
+  (docs/records/agent.md, "The memory task, measured").
 
 All but ``cartpole`` pin the settings they were measured with: Adam, the
 gradient clipped to norm 0.5, a queue of one unroll (`Config`'s defaults

@@ -183,7 +183,7 @@ class Recorder:
     def _write_scalars(self, env_steps, scalars):
         """`scalars` (name → float) at step `env_steps`, in one compiled
         call per set of names (the eager `tf.summary.scalar` per name held
-        the interpreter lock the actor threads need, docs/scaling.md)."""
+        the interpreter lock the actor threads need, docs/records/scaling.md)."""
         names = tuple(scalars)
         write = self._scalar_writers.get(names)
         if write is None:

@@ -68,7 +68,7 @@ class ThreadActors(actor_lib.ActorBackend):
     (the learner converts it itself). The queue's depth is the feedback
     that moves this work as the two rates drift within a run. It moves
     ≈ 60 µs of an update's ≈ 2 ms, so it levels small differences only
-    (docs/scaling.md).
+    (docs/records/scaling.md).
 
     `idle_seconds()`: the seconds the threads waited in all (on a full
     queue or for the first weights); `unrolls_per_actor`,
