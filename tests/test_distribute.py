@@ -213,3 +213,44 @@ def test_partial_batch_reports_the_one_device_loss(tmp_path, reduction,
     moved = np.abs(flat["one"] - flat["initial"]).max()
     diff = np.abs(flat["mirrored"] - flat["one"]).max()
     assert moved > 1e-3 and diff < rtol * moved, (moved, diff)
+
+
+# The agent's `tf_vtrace.agent.distribute` on two logical CPUs: each replica
+# gets its own half of the envs (axis 1; axis 0 of the core state), and an
+# env count the replicas do not divide is refused with the field's name.
+AGENT_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from tf_vtrace.agent import distribute
+    from tf_vtrace.agent.config import Config
+
+    strategy = distribute.make_strategy(Config(strategy="mirrored"))
+    assert distribute.local_replicas(strategy, 4) == 2
+    assert distribute.local_replicas(None, 3) == 1
+    try:
+        distribute.local_replicas(strategy, 3)
+    except ValueError as error:
+        assert "Config.num_envs" in str(error), error
+    else:
+        raise AssertionError("3 envs on 2 replicas were accepted")
+    T, B = 3, 4
+    unroll = {"rewards": np.arange(T * B, dtype=np.float32).reshape(T, B),
+              "initial_core_state": np.arange(B * 2 * 5, dtype=np.float32
+                                              ).reshape(B, 2, 5)}
+    inputs = distribute.distributed_inputs(strategy, unroll, list(unroll))
+    for replica, (rewards, state) in enumerate(zip(
+            *(strategy.experimental_local_results(x) for x in inputs))):
+        envs = slice(replica * 2, replica * 2 + 2)
+        np.testing.assert_array_equal(rewards, unroll["rewards"][:, envs])
+        np.testing.assert_array_equal(state, unroll["initial_core_state"][envs])
+    print("AGENT_DISTRIBUTE_OK")
+""")
+
+
+def test_agent_distribute_slices_envs_per_replica(tmp_path):
+    result = _run(AGENT_SCRIPT, tmp_path)
+    assert result.returncode == 0 and "AGENT_DISTRIBUTE_OK" in result.stdout, (
+        result.stdout + result.stderr[-5000:])
