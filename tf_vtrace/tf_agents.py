@@ -105,6 +105,7 @@ class ImpalaLossInfo(collections.namedtuple(
       mean_rho: The mean unclipped importance ratio ρ_t = π(a_t)/μ(a_t).
       rho_clipped_fraction: The fraction of steps with ρ_t > ρ̄.
       c_clipped_fraction: The fraction of steps with ρ_t > c̄.
+      ess_fraction: ESS / N = (Σρ_t)² / (N Σρ_t²) over the N valid steps.
       entropy: The mean entropy H(π(·|x_t)).
       kl: The mean KL(μ(·|x_t) ‖ π(·|x_t)).
     """
