@@ -529,7 +529,9 @@ class ImpalaMetric(keras.metrics.Mean):
     builds all of them. Under a `tf.distribute` strategy each replica adds
     the whole batch's value (loss terms summed over the replicas, statistics
     weighed by their valid steps) with weight 1 / N, so the metric is the one
-    device's even for a batch split unequally (docs/keras.md).
+    device's even for a batch split unequally (docs/keras.md). (``ess_fraction``
+    is then the replicas' fractions weighed by their valid steps, not the
+    fraction of the whole batch.)
 
     Args:
       diagnostic: A key of `tf_vtrace.impala.DIAGNOSTICS`, e.g. ``"mean_rho"``.
