@@ -36,7 +36,7 @@ $(ENVPOOL_STAMP): setup.py constraints.txt | $(VENV)/bin/python
 	touch $(ENVPOOL_STAMP)
 
 $(STAMP): setup.py constraints.txt | $(VENV)/bin/python
-	$(PIP) install --quiet -c constraints.txt -e '.[agent,atari,minatar,envpool,test,docs,examples,tf-agents,ray]'
+	$(PIP) install --quiet -c constraints.txt -e '.[agent,atari,minatar,mujoco,envpool,test,docs,examples,tf-agents,ray]'
 	# The TF-Agents guide's code runs in the tests. TF-Agents 0.19 declares pins
 	# that conflict with TF 2.21; its real needs come with the extra above.
 	$(PIP) install --quiet --no-deps -c constraints.txt tf-agents==0.19.0

@@ -46,6 +46,13 @@ setup(
         # Atari for the agent: ale-py 0.12 bundles the ROMs; gymnasium's
         # AtariPreprocessing resizes with OpenCV.
         "atari": ["gymnasium", "ale-py", "opencv-python-headless"],
+        # Continuous-control envs: gymnasium's MuJoCo envs (HalfCheetah-v5,
+        # Hopper-v5) run on the `mujoco` wheel and import imageio and
+        # packaging; LunarLanderContinuous-v3 needs Box2D, whose `box2d` 2.3.10
+        # ships a wheel (gymnasium's own extra names box2d-py, which builds
+        # from source with swig). Pendulum-v1 needs none of them.
+        "mujoco": ["gymnasium>=1.0,<1.5", "mujoco>=3.17,<4", "imageio>=2.14",
+                   "packaging", "box2d==2.3.10"],
         # MinAtar games for the agent (MinAtar/... ids, tf_vtrace.agent.envs);
         # minatar itself pulls in pandas, scipy and seaborn.
         "minatar": ["minatar>=1.0.15"],

@@ -33,6 +33,7 @@ from tf_agents.environments import (
     random_py_environment,
     suite_gym,
     tf_py_environment,
+    wrappers,
 )
 from tf_agents.networks import (
     actor_distribution_network,
@@ -86,6 +87,29 @@ def multi_head_env():
                 observation_spec, action_spec, episode_end_probability=0.15,
                 discount=1.0, min_duration=3, seed=seed,
                 reward_fn=lambda step_type, action, obs: np.float32(obs.sum()))
+            for seed in range(N_ENVS)]))
+
+
+def pendulum_env():
+    """gym 0.23's Pendulum-v1 (one continuous action in [−2, 2]); the
+    environment gets the actions clipped, the trajectories keep them as drawn."""
+    return tf_py_environment.TFPyEnvironment(
+        batched_py_environment.BatchedPyEnvironment([
+            wrappers.ActionClipWrapper(suite_gym.wrap_env(
+                gym.make("Pendulum-v1").unwrapped, max_episode_steps=TIME_LIMIT))
+            for _ in range(N_ENVS)]))
+
+
+def continuous_env(dim=6):
+    action_spec = array_spec.BoundedArraySpec((dim,), np.float32, -1., 1.)
+    observation_spec = array_spec.BoundedArraySpec((3,), np.float32, -1., 1.)
+    return tf_py_environment.TFPyEnvironment(
+        batched_py_environment.BatchedPyEnvironment([
+            random_py_environment.RandomPyEnvironment(
+                observation_spec, action_spec, episode_end_probability=0.15,
+                discount=1.0, min_duration=3, seed=seed,
+                reward_fn=lambda step_type, action, obs: np.float32(
+                    obs.sum() - np.square(action).sum()))
             for seed in range(N_ENVS)]))
 
 
@@ -283,14 +307,48 @@ def softmax64(logits):
 
 def scalar_heads(nest, action_spec):
     """numpy: one [B, T, (n)] array per scalar action (a head of shape S has
-    prod(S) independent actions)."""
+    prod(S) independent actions); a continuous spec's arrays as they are."""
     heads = []
     for array, spec in zip(tf.nest.flatten(nest), tf.nest.flatten(action_spec)):
         array = np.asarray(array)
+        if spec.dtype.is_floating:
+            heads.append(array)
+            continue
         rank, size = spec.shape.rank, spec.shape.num_elements()
         flat = array.reshape(array.shape[:2] + (size,) + array.shape[2 + rank:])
         heads += [flat[:, :, i] for i in range(size)]
     return heads
+
+
+HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)
+
+
+def categorical_terms(mu, pi, actions):
+    """Per step: log π(a), log μ(a), H(π), KL(μ‖π) of Categorical heads."""
+    log_pi = sum(categorical_log_probs(p, a) for p, a in zip(pi, actions))
+    log_mu = sum(categorical_log_probs(m, a) for m, a in zip(mu, actions))
+    probs_pi = [softmax64(p) for p in pi]
+    probs_mu = [softmax64(m) for m in mu]
+    entropy = sum(-(q * np.log(q)).sum(-1) for q in probs_pi)
+    kl = sum((qm * (np.log(qm) - np.log(qp))).sum(-1)
+             for qm, qp in zip(probs_mu, probs_pi))
+    return log_pi, log_mu, entropy, kl
+
+
+def gaussian_terms(mu, pi, actions):
+    """The same for one diagonal Gaussian head, parameters [..., 2·D] as
+    (mean, log-std) pairs, from the formulas per dimension."""
+    (mu,), (pi,), (actions,) = mu, pi, actions
+    m_mu, s_mu, m_pi, s_pi = mu[..., 0::2], mu[..., 1::2], pi[..., 0::2], pi[..., 1::2]
+
+    def log_prob(mean, log_std):
+        z = (actions - mean) / np.exp(log_std)
+        return (-0.5 * z ** 2 - log_std - HALF_LOG_2PI).sum(-1)
+
+    entropy = (HALF_LOG_2PI + 0.5 + s_pi).sum(-1)
+    kl = (s_pi - s_mu + (np.exp(2 * s_mu) + (m_mu - m_pi) ** 2)
+          / (2 * np.exp(2 * s_pi)) - 0.5).sum(-1)
+    return log_prob(m_pi, s_pi), log_prob(m_mu, s_mu), entropy, kl
 
 
 def reference_loss(experience, target_logits, values, action_spec, gamma,
@@ -305,9 +363,12 @@ def reference_loss(experience, target_logits, values, action_spec, gamma,
     step_type = experience.step_type.numpy()
     rewards = experience.reward.numpy().astype(np.float64)
     discounts = gamma * experience.discount.numpy().astype(np.float64)
-    mu = scalar_heads(experience.policy_info["behaviour_logits"], action_spec)
-    pi = scalar_heads(target_logits, action_spec)
+    mu = [np.asarray(m, np.float64) for m in scalar_heads(
+        experience.policy_info["behaviour_logits"], action_spec)]
+    pi = [np.asarray(p, np.float64) for p in scalar_heads(target_logits, action_spec)]
     actions = scalar_heads(experience.action, action_spec)
+    continuous = tf.nest.flatten(action_spec)[0].dtype.is_floating
+    terms_of = gaussian_terms if continuous else categorical_terms
     values = np.asarray(values, np.float64)
     num_rows, length = step_type.shape
     terms = dict(policy_loss=0., baseline_loss=0., entropy_loss=0., kl_loss=0.)
@@ -323,18 +384,13 @@ def reference_loss(experience, target_logits, values, action_spec, gamma,
             while t < length - 1 and valid[t]:
                 t += 1
             piece = slice(s, t)
-            log_pi = sum(categorical_log_probs(p[b, piece], a[b, piece])
-                         for p, a in zip(pi, actions))
-            log_mu = sum(categorical_log_probs(m[b, piece], a[b, piece])
-                         for m, a in zip(mu, actions))
+            log_pi, log_mu, entropy, kl = terms_of(
+                [m[b, piece] for m in mu], [p[b, piece] for p in pi],
+                [np.asarray(a[b, piece], np.float64 if continuous else np.int64)
+                 for a in actions])
             vs, pg = vtrace_reference(
                 log_pi - log_mu, discounts[b, piece], rewards[b, piece],
                 values[b, piece], np.asarray(values[b, t]), **clips)
-            probs_pi = [softmax64(p[b, piece]) for p in pi]
-            probs_mu = [softmax64(m[b, piece]) for m in mu]
-            entropy = sum(-(q * np.log(q)).sum(-1) for q in probs_pi)
-            kl = sum((qm * (np.log(qm) - np.log(qp))).sum(-1)
-                     for qm, qp in zip(probs_mu, probs_pi))
             terms["policy_loss"] += -(log_pi * pg).sum()
             terms["baseline_loss"] += baseline_cost * 0.5 * (
                 (vs - values[b, piece]) ** 2).sum()
@@ -385,6 +441,73 @@ def test_loss_equals_the_float64_reference(env_name, reduction):
         clips)
     np.testing.assert_allclose(float(loss_info.extra.mean_rho), rhos.mean(),
                                rtol=1e-5)
+
+
+def gaussian_params_of(distribution):
+    """A diagonal Gaussian's (mean, log-std) pairs [..., 2·D], float64."""
+    mean = np.asarray(distribution.mean(), np.float64)
+    log_std = np.log(np.asarray(distribution.stddev(), np.float64))
+    return np.stack([mean, log_std], -1).reshape(mean.shape[:-1] + (-1,))
+
+
+def test_continuous_loss_equals_the_float64_reference():
+    """A 6-D continuous spec with ActorDistributionNetwork's
+    NormalProjectionNetwork: log ρ is summed over the dimensions, entropy and
+    KL are the Gaussian's, every clip active."""
+    env = continuous_env(dim=6)
+    options = dict(baseline_cost=0.3, entropy_cost=0.02, kl_cost=0.1,
+                   reduction="masked_mean")
+    clips = dict(clip_rho_threshold=1.2, clip_pg_rho_threshold=0.9,
+                 clip_c_threshold=0.8, lambda_=0.9, alpha_=1.0)
+    agent = make_agent(env, discount_factor=0.95, **options, **clips)
+    experience = windows(collect(agent, env, 40), length=12)
+    # The trajectories keep the actions as drawn, outside [−1, 1] too.
+    assert (np.abs(experience.action.numpy()) > 1).any()
+    perturb(agent.actor_network, 0.1, seed=1)
+    distribution = agent.actor_network(experience.observation, experience.step_type,
+                                       ())[0]
+    values = agent.value_network(experience.observation, experience.step_type, ())[0]
+    loss_info, rhos = assert_loss_matches_reference(
+        agent, experience, gaussian_params_of(distribution), values,
+        env.action_spec(), options, clips)
+    np.testing.assert_allclose(float(loss_info.extra.ess_fraction),
+                               rhos.sum() ** 2 / (rhos.size * (rhos ** 2).sum()),
+                               rtol=1e-4)
+
+
+def test_continuous_agent_records_the_gaussian_and_trains_on_pendulum():
+    env = pendulum_env()
+    agent = make_agent(env, entropy_cost=0.01)
+    assert agent.collect_policy.info_spec["behaviour_logits"].shape == (2,)
+    experience = windows(collect(agent, env, 30), length=11)
+    time_steps = ts.TimeStep(experience.step_type, experience.reward,
+                             experience.discount, experience.observation)
+    recorded = experience.policy_info["behaviour_logits"].numpy()
+    np.testing.assert_allclose(
+        recorded, gaussian_params_of(agent.collect_policy.distribution(time_steps).action),
+        rtol=1e-5, atol=1e-6)
+    assert experience.action.shape == (8, 11, 1)
+    before = snapshot(trainable(agent))
+    loss_info = agent.train(experience)
+    assert np.isfinite(loss_info.loss.numpy())
+    after = snapshot(trainable(agent))
+    assert all(not np.array_equal(b, a) for b, a in zip(before, after))
+    greedy = agent.policy.action(ts.restart(tf.zeros([3, 3]), batch_size=3)).action
+    assert greedy.shape == (3, 1) and (np.abs(greedy.numpy()) <= 2).all()
+
+
+def test_a_squashed_gaussian_is_refused():
+    from tf_agents.networks import normal_projection_network
+    env = continuous_env(dim=2)
+    actor = actor_distribution_network.ActorDistributionNetwork(
+        env.observation_spec(), env.action_spec(), fc_layer_params=(8,),
+        continuous_projection_net=lambda spec: normal_projection_network.
+        NormalProjectionNetwork(spec, scale_distribution=True))
+    agent = ImpalaAgent(env.time_step_spec(), env.action_spec(), actor,
+                        value_network.ValueNetwork(env.observation_spec()),
+                        tf_keras.optimizers.Adam())
+    with pytest.raises(TypeError, match="scale_distribution=True squashes"):
+        agent.collect_policy.action(env.reset())
 
 
 def assert_loss_matches_reference(agent, experience, target_logits, values,

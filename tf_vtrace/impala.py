@@ -51,7 +51,8 @@ REDUCTIONS = ("sum", "mean", "masked_mean")
 PG_TARGETS = ("vs", "lambda_returns")
 DIAGNOSTICS = (
     "policy_loss", "baseline_loss", "entropy_loss", "kl_loss",
-    "mean_rho", "rho_clipped_fraction", "c_clipped_fraction", "entropy", "kl")
+    "mean_rho", "rho_clipped_fraction", "c_clipped_fraction", "ess_fraction",
+    "entropy", "kl")
 
 # A ratio counts as clipped when log ρ exceeds log ρ̄ by more than this, i.e.
 # ρ > e^0.001 ρ̄ ≈ 1.001 ρ̄. On-policy, π and μ are the same network evaluated twice (by the
@@ -213,6 +214,32 @@ def _step_flags(inputs, values, options):
 _Heads = collections.namedtuple("_Heads", ["target", "behaviour"])
 
 
+def _check_distributions(policy_heads, action_heads, values, options):
+    """With a `dist_class`, static shapes that would otherwise fail deep in
+    a `log_prob` (or broadcast silently): each head's distribution must have
+    `values`' shape as its batch shape (one log-prob per step) and its
+    actions that shape plus the distribution's event shape."""
+    count = len(policy_heads)
+    for k, (params, actions) in enumerate(zip(policy_heads, action_heads)):
+        label = "" if count == 1 else f"[{k}]"
+        dist = _tensors.make_distribution(params, options.dist_class, options.model)
+        batch, event = dist.batch_shape, dist.event_shape
+        if not batch.is_compatible_with(values.shape):
+            raise ValueError(
+                f"`dist_class` built from `target_policy_logits{label}` "
+                f"{params.shape} a distribution of batch shape {batch}, but "
+                f"`values` is {values.shape}: the loss needs one log-prob per "
+                "step. For a vector action give the distribution an event "
+                "axis: tfd.Independent(tfd.Normal(...), 1), "
+                "tfd.MultivariateNormalDiag or "
+                "tf_vtrace.distributions.diagonal_gaussian.")
+        if not actions.shape.is_compatible_with(batch.concatenate(event)):
+            raise ValueError(
+                f"`actions{label}` must be `values`' shape plus the event shape "
+                f"{event} of `dist_class`'s distribution, i.e. "
+                f"{batch.concatenate(event)}; got shape {actions.shape}.")
+
+
 def _action_log_probs(inputs, options, valid, dtype):
     """log π(a) (differentiable) and log μ(a) per head, and their `_Heads`.
 
@@ -230,6 +257,9 @@ def _action_log_probs(inputs, options, valid, dtype):
             validate_args=options.validate_args)
 
     action_heads = _prepare_heads(inputs.actions, "actions", valid)
+    if options.dist_class is not None:
+        _check_distributions(inputs.target_policy_logits, action_heads, valid,
+                             options)
     prepared = _Heads(heads(inputs.target_policy_logits, "target_policy_logits"),
                       None)
     if inputs.behaviour_action_log_probs is None:
@@ -497,6 +527,21 @@ def _per_step_terms(targets, values, entropy, kl, costs):
     }
 
 
+def _ess_fraction(log_rhos, valid, valid_float):
+    """ESS / N = (Σ ρ)² / (N Σ ρ²) over the N valid steps (Kong's effective
+    sample size of the unclipped ratios, as a fraction: 1 when every ρ is
+    equal, 1/N when one step carries all the weight; 0 without valid steps).
+
+    Computed from w = ρ / max ρ, which leaves the fraction unchanged and
+    stays finite where ρ itself overflows (a product over many dimensions).
+    """
+    largest = tf.reduce_max(tf.where(valid, log_rhos, log_rhos.dtype.min))
+    weights = tf.where(valid, tf.exp(log_rhos - largest), 0.)
+    return tf.math.divide_no_nan(
+        tf.square(tf.reduce_sum(weights)),
+        tf.reduce_sum(tf.square(weights)) * tf.reduce_sum(valid_float))
+
+
 def _diagnostics(targets, entropy, kl, valid_float, options):
     """Masked means of the V-trace and policy statistics (local batch)."""
     log_rhos = tf.stop_gradient(targets.log_rhos)
@@ -513,6 +558,7 @@ def _diagnostics(targets, entropy, kl, valid_float, options):
         "mean_rho": _masked_mean(tf.exp(log_rhos), valid_float),
         "rho_clipped_fraction": clipped_fraction(options.clip_rho_threshold),
         "c_clipped_fraction": clipped_fraction(options.clip_c_threshold),
+        "ess_fraction": _ess_fraction(log_rhos, targets.valid, valid_float),
         "entropy": _masked_mean(tf.stop_gradient(entropy), valid_float),
         "kl": _masked_mean(tf.stop_gradient(kl), valid_float),
     }
@@ -661,7 +707,13 @@ def impala_loss(behaviour_policy_logits,
       to the loss, and masked means over the local batch of ``mean_rho``
       (unclipped ρ), ``rho_clipped_fraction`` (the fraction of steps with
       ρ > e^0.001·ρ̄ ≈ 1.001·ρ̄: float noise of an on-policy ρ = 1 does not count),
-      ``c_clipped_fraction`` (ρ > e^0.001·c̄), ``entropy`` and ``kl``.
+      ``c_clipped_fraction`` (ρ > e^0.001·c̄), ``ess_fraction`` (ESS / N,
+      the effective sample size (Σρ)² / Σρ² of the unclipped ratios over the
+      N valid steps, divided by N: 1 when all ρ are equal), ``entropy`` and
+      ``kl``. ρ is the joint ratio, a product over heads (and over the
+      dimensions of a vector action): at a given lag per dimension, ρ̄ clips
+      more often and ESS / N falls as the dimensions grow
+      (`tf_vtrace.distributions`).
 
     Examples:
       >>> import tensorflow as tf

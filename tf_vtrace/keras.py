@@ -18,13 +18,22 @@ structures") and casts every target to float, so both are packed tensors:
 The same layout works in Keras 3 and tf_keras. `ImpalaLoss` checks the widths
 and says how to build the tensors when they do not match; it casts the packed
 actions back to integers for Categorical heads.
+
+Continuous actions (a diagonal Gaussian over D dimensions) travel as D heads
+of two parameters each, mean and log-std, with
+``ImpalaLoss(action_sizes=[2] * D, dist_class=tf_vtrace.distributions.normal)``:
+`GaussianParams` lays a mean [B, T + 1, D] and a log-std (the model's, or a
+learned state-independent vector of its own) out as those heads, and
+`pack_targets` takes the actions [B, T, D] and μ's parameters [B, T, 2·D] as
+they are. The loss sums the heads' log-probabilities, entropies and KLs: the
+diagonal Gaussian's.
 """
 
 import collections.abc
 
 import tensorflow as tf
 
-from tf_vtrace import _checks, _fused, _options, _tf_private, impala
+from tf_vtrace import _checks, _fused, _options, _tf_private, distributions, impala
 
 
 def _keras():
@@ -48,6 +57,7 @@ __all__ = [
     "ImpalaMetric",
     "impala_metrics",
     "VTrace",
+    "GaussianParams",
 ]
 
 # The per-step scalars at the front of the packed `y_true`; then one action
@@ -56,6 +66,9 @@ TARGET_COLUMNS = ("rewards", "discounts", "mask", "truncated",
                   "truncation_values")
 
 _register = keras.saving.register_keras_serializable(package="tf_vtrace")
+# The Gaussian heads' `dist_class`es, so that a saved ImpalaLoss names them.
+_register(distributions.normal)
+_register(distributions.diagonal_gaussian)
 
 
 def _head_list(heads):
@@ -71,8 +84,9 @@ def pack_targets(actions, rewards, discounts, behaviour_policy_logits, *,
     """Packs an unroll batch into the `y_true` tensor that `ImpalaLoss` reads.
 
     Args:
-      actions: The actions taken, [B, T] (integers for Categorical heads), or a
-        list with one [B, T] tensor per action head.
+      actions: The actions taken, [B, T] (integers for Categorical heads), a
+        list with one [B, T] tensor per action head, or [B, T, H] with the H
+        heads on the last axis (e.g. the D dimensions of a Gaussian action).
       rewards: r_t, [B, T].
       discounts: γ_t, [B, T]: 0 where the episode terminated at step t.
       behaviour_policy_logits: μ's logits, [B, T, P], or a list per head.
@@ -106,6 +120,8 @@ def pack_targets(actions, rewards, discounts, behaviour_policy_logits, *,
                    0. * ones if truncation_values is None else _as_float(
                        truncation_values, "truncation_values")]
         action_columns = [_as_float(a, "actions") for a in _head_list(actions)]
+        if len(action_columns) == 1 and action_columns[0].shape.rank == 3:
+            action_columns = tf.unstack(action_columns[0], axis=-1)
         columns += action_columns
         names = TARGET_COLUMNS + ("actions",) * len(action_columns)
         for column, name in zip(columns, names):
@@ -514,6 +530,8 @@ class ImpalaMetric(keras.metrics.Mean):
     the whole batch's value (loss terms summed over the replicas, statistics
     weighed by their valid steps) with weight 1 / N, so the metric is the one
     device's even for a batch split unequally (docs/tutorials/keras.md).
+    (``ess_fraction`` is then the replicas' fractions weighed by their valid
+    steps, not the fraction of the whole batch.)
 
     Args:
       diagnostic: A key of `tf_vtrace.impala.DIAGNOSTICS`, e.g. ``"mean_rho"``.
@@ -657,4 +675,60 @@ class VTrace(_VTraceOptionsOwner, keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(self._vtrace_config(), time_major=self.time_major)
+        return config
+
+
+@_register
+class GaussianParams(keras.layers.Layer):
+    r"""A diagonal Gaussian's parameters as `ImpalaLoss`' packed heads.
+
+    Maps a mean [..., D] (and, if given, a state-dependent log-std [..., D])
+    to [..., 2·D]: per dimension d the mean, then the log-std, the layout of
+    `tf_vtrace.distributions` (D heads of 2 for
+    ``ImpalaLoss(action_sizes=[2] * D, dist_class=tf_vtrace.distributions.normal)``).
+    Without a log-std input the layer's own weight ``log_std`` [D], learned
+    and the same in every state (as in PPO's and CleanRL's continuous
+    policies), is broadcast over the batch.
+
+    Args:
+      initial_log_std: The initial value of the learned log-std.
+      **kwargs: Layer arguments (``name``, ``dtype``).
+
+    Examples:
+      >>> import numpy as np
+      >>> from tf_vtrace.keras import GaussianParams
+      >>> params = GaussianParams(initial_log_std=-0.5)(np.ones([2, 3], "float32"))
+      >>> params.numpy()[0].tolist()  # m_0, log σ_0, m_1, log σ_1, ...
+      [1.0, -0.5, 1.0, -0.5, 1.0, -0.5]
+    """
+
+    def __init__(self, initial_log_std=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.initial_log_std = float(initial_log_std)
+        self.log_std = None
+
+    def build(self, mean_shape, log_std_shape=None):
+        if log_std_shape is None:
+            self.log_std = self.add_weight(
+                name="log_std", shape=(mean_shape[-1],),
+                initializer=keras.initializers.Constant(self.initial_log_std))
+        self.built = True
+
+    def call(self, mean, log_std=None):
+        """[..., 2·D] from `mean` [..., D] and `log_std` [..., D] or None."""
+        if log_std is None:
+            if self.log_std is None:
+                raise ValueError(
+                    "GaussianParams was built with a log-std input; call it "
+                    "with `log_std` every time, or use another layer.")
+            log_std = self.log_std
+        return distributions.gaussian_params(mean, log_std)
+
+    def compute_output_shape(self, mean_shape, log_std_shape=None):
+        width = mean_shape[-1]
+        return tuple(mean_shape[:-1]) + (None if width is None else 2 * width,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(initial_log_std=self.initial_log_std)
         return config

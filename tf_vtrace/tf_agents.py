@@ -7,11 +7,24 @@ first `import tensorflow` of the process; `ImpalaAgent` refuses to be built
 under Keras 3, where TF-Agents 0.19's `policy.variables()` is empty and
 checkpoints silently drop the network layers.
 
-The agent's collect policy samples from Categorical(logits) of the actor
-network and records those logits in ``policy_info["behaviour_logits"]``, so
-that V-trace corrects for the policy that really acted (μ), however far the
-learner (π) has moved since. `train` takes batch-major trajectories
-``[B, T + 1, ...]`` of any length, e.g. windows of
+The agent's collect policy samples from the actor network's distribution and
+records its parameters in ``policy_info["behaviour_logits"]``, so that
+V-trace corrects for the policy that really acted (μ), however far the
+learner (π) has moved since:
+
+* discrete action specs (a nest of bounded integer specs, one Categorical
+  head each): the logits of each head, ``[..., n]``;
+* a continuous action spec (one bounded float spec of shape (D,)): the
+  actor network outputs a diagonal Gaussian, e.g. `ActorDistributionNetwork`'s
+  default `NormalProjectionNetwork` (unsquashed, ``scale_distribution=False``),
+  and the record is its mean and log standard deviation per dimension,
+  ``[..., 2·D]`` in the layout of `tf_vtrace.distributions`; log ρ is the
+  joint log-ratio, summed over the dimensions. The collect policy does not
+  clip its actions (the loss needs the action the Gaussian drew; TF-Agents'
+  PPO policies do not clip either): clip the copy the environment gets,
+  e.g. with `tf_agents.environments.wrappers.ActionClipWrapper`.
+
+`train` takes batch-major trajectories ``[B, T + 1, ...]`` of any length, e.g. windows of
 ``replay_buffer.as_dataset(num_steps=T + 1)``:
 
 * row t holds x_t, a_t, μ's logits at x_t, and the reward and discount of the
@@ -49,7 +62,7 @@ import collections.abc
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tf_vtrace import _checks, _options, impala
+from tf_vtrace import _checks, _options, distributions, impala
 
 _INSTALL_HELP = (
     "tf_vtrace.tf_agents needs TF-Agents 0.19, which cannot be imported here "
@@ -105,6 +118,7 @@ class ImpalaLossInfo(collections.namedtuple(
       mean_rho: The mean unclipped importance ratio ρ_t = π(a_t)/μ(a_t).
       rho_clipped_fraction: The fraction of steps with ρ_t > ρ̄.
       c_clipped_fraction: The fraction of steps with ρ_t > c̄.
+      ess_fraction: ESS / N = (Σρ_t)² / (N Σρ_t²) over the N valid steps.
       entropy: The mean entropy H(π(·|x_t)).
       kl: The mean KL(μ(·|x_t) ‖ π(·|x_t)).
     """
@@ -125,27 +139,38 @@ def _require_legacy_keras():
             "empty and checkpoints silently drop the network layers.")
 
 
-def _check_action_spec(action_spec):
-    """Every head must be a bounded integer spec with actions 0 … n − 1."""
-    for spec in tf.nest.flatten(action_spec):
+def _is_continuous(action_spec):
+    """Checks the spec: a nest of bounded integer specs with minimum 0 and one
+    maximum per head (Categorical logits), or one bounded float spec of
+    shape (D,) (a diagonal Gaussian). Returns whether it is the latter."""
+    specs = tf.nest.flatten(action_spec)
+    if len(specs) == 1 and specs[0].dtype.is_floating:
+        spec = specs[0]
+        if not tensor_spec.is_bounded(spec) or spec.shape.rank != 1:
+            raise ValueError(
+                "A continuous `action_spec` must be one bounded float spec of "
+                f"shape (D,) (a diagonal Gaussian); got {spec}.")
+        return True
+    for spec in specs:
         if not (tensor_spec.is_bounded(spec) and tensor_spec.is_discrete(spec)):
             raise ValueError(
-                "`action_spec` must be a nest of bounded integer "
-                f"(discrete) specs, one per action head; got {spec}.")
+                "`action_spec` must be a nest of bounded integer (discrete) "
+                "specs, one per action head, or one bounded float spec of "
+                f"shape (D,); got {spec}.")
         minimum, maximum = spec.minimum, spec.maximum
         if (minimum != 0).any() or (maximum != maximum.flat[0]).any():
             raise ValueError(
                 "Each head of `action_spec` must have minimum 0 and the same "
                 f"maximum in every dimension (Categorical logits); got {spec}.")
+    return False
 
 
-def _logits_spec(action_spec):
-    """TensorSpec [*shape, n] float32 of each head's logits."""
-    return tf.nest.map_structure(
-        lambda spec: tf.TensorSpec(
-            spec.shape.concatenate([int(spec.maximum.flat[0]) + 1]), tf.float32,
-            name=BEHAVIOUR_LOGITS),
-        action_spec)
+def _params_spec(spec):
+    """TensorSpec float32 of μ's recorded parameters for one action spec:
+    [*shape, n] logits, or [2·D] Gaussian parameters."""
+    width = (spec.shape.concatenate([int(spec.maximum.flat[0]) + 1])
+             if spec.dtype.is_integer else [2 * spec.shape[0]])
+    return tf.TensorSpec(width, tf.float32, name=BEHAVIOUR_LOGITS)
 
 
 def _check_network(network, name, observation_spec):
@@ -185,23 +210,34 @@ def _apply(network, name, observation, step_type, state, training):
                    network_state=state.get(name, ()), training=training)
 
 
-def _logits_of(output):
-    """The logits of a Categorical output, or the output itself (logits)."""
+_GAUSSIANS = (tfd.MultivariateNormalDiag, tfd.Normal, tfd.Independent)
+
+
+def _params_of(output):
+    """A head's parameters: a Categorical's logits, a diagonal Gaussian's
+    (mean, log-std) pairs, or the output itself (logits)."""
     if isinstance(output, tfd.Categorical):
         return output.logits_parameter()
+    if isinstance(output, _GAUSSIANS):
+        return distributions.gaussian_params(output.mean(),
+                                             tf.math.log(output.stddev()))
     if isinstance(output, tfd.Distribution):
         raise TypeError(
             "The actor network must output Categorical distributions or "
-            f"logits for each action head, got a {type(output).__name__}.")
+            "logits per discrete head, or an unsquashed diagonal Gaussian "
+            f"(MultivariateNormalDiag) for a continuous spec; got a "
+            f"{type(output).__name__} (a NormalProjectionNetwork with "
+            "scale_distribution=True squashes: its log-prob is infinite at "
+            "the bounds).")
     return tf.convert_to_tensor(output)
 
 
-def _actor_logits(actor_network, observation, step_type, state, training):
-    """The actor's logits, one tensor per action head (a nest), and its next
-    state (``state`` as in `_apply`)."""
+def _actor_params(actor_network, observation, step_type, state, training):
+    """The actor's parameters per action head (a nest; `_params_of`) and its
+    next state (``state`` as in `_apply`)."""
     output, next_state = _apply(actor_network, "actor_network", observation,
                                 step_type, state, training)
-    return tf.nest.map_structure(_logits_of, output), next_state
+    return tf.nest.map_structure(_params_of, output), next_state
 
 
 def _scalar_heads(nest, action_spec):
@@ -210,11 +246,12 @@ def _scalar_heads(nest, action_spec):
     A head of shape S holds prod(S) independent Categorical actions: their
     log-probabilities, entropies and KLs add up, which is what `impala_loss`
     does with a list of heads. Splits [B, T, *S, ...] into prod(S) tensors
-    [B, T, ...] (the logits keep their last axis, n).
+    [B, T, ...] (the logits keep their last axis, n). A continuous spec is
+    one head: its [B, T, D] actions and [B, T, 2·D] parameters as they are.
     """
     scalar_heads = []
     for tensor, spec in zip(tf.nest.flatten(nest), tf.nest.flatten(action_spec)):
-        if spec.shape.rank == 0:
+        if spec.shape.rank == 0 or spec.dtype.is_floating:
             scalar_heads.append(tensor)
             continue
         size = spec.shape.num_elements()
@@ -225,21 +262,27 @@ def _scalar_heads(nest, action_spec):
     return scalar_heads
 
 
+def _head_distribution(params, spec):
+    if spec.dtype.is_floating:
+        return distributions.diagonal_gaussian(params)
+    return tfd.Categorical(logits=params, dtype=spec.dtype)
+
+
 class ImpalaPolicy(tf_policy.TFPolicy):
-    """Samples each action head from Categorical(logits of the actor network).
+    """Samples each action head from the actor network's distribution.
 
-    With `emit_behaviour_logits`, the logits come back in
-    `PolicyStep.info["behaviour_logits"]` (a nest like the action spec, each
-    ``[..., n]``), so a driver stores them in the trajectories' `policy_info`.
-    `ImpalaAgent` builds one as its collect policy and wraps another in
-    `GreedyPolicy` as its policy; you rarely build one yourself.
+    Discrete heads: Categorical(logits); a continuous spec: the unsquashed
+    diagonal Gaussian, whose actions are not clipped (module doc). With
+    `emit_behaviour_logits`, μ's parameters come back in
+    `PolicyStep.info["behaviour_logits"]` (a nest like the action spec), so
+    a driver stores them in the trajectories' `policy_info`. `ImpalaAgent`
+    builds one as its collect policy and wraps another in `GreedyPolicy` as
+    its policy; you rarely build one yourself.
 
-    With recurrent networks the policy state is a dict with one entry per
-    recurrent network, ``"actor_network"`` and (when a recurrent
-    `value_network` is given) ``"value_network"``: the value network then runs
-    alongside the actor, only to carry its state. With `emit_behaviour_logits`
-    the state each step started from is recorded too, in
-    ``info["policy_state"]``, for the learner to replay from.
+    Recurrent networks: see the module doc ("Recurrent actor and value
+    networks"); the policy state is a dict with an entry per recurrent
+    network, and with `emit_behaviour_logits` the state each step started
+    from is recorded in ``info["policy_state"]``.
     """
 
     def __init__(self, time_step_spec, action_spec, actor_network,
@@ -248,12 +291,13 @@ class ImpalaPolicy(tf_policy.TFPolicy):
 
         Args:
           time_step_spec: A `TimeStep` spec of the environment.
-          action_spec: A nest of bounded integer specs (the action heads).
+          action_spec: A nest of bounded integer specs (the action heads), or
+            one bounded float spec of shape (D,).
           actor_network: A `tf_agents.networks.Network`, feed-forward or
             recurrent, that outputs, per head, a Categorical distribution or
-            its logits.
-          emit_behaviour_logits: Record the logits in the policy info, and the
-            policy state each step started from if there is one.
+            its logits, or a diagonal Gaussian for a continuous spec.
+          emit_behaviour_logits: Record μ's parameters in the policy info,
+            and the policy state each step started from if there is one.
           value_network: The learner's value network, carried along only if
             it is recurrent (its state must be known where a window starts);
             None: the policy's state is the actor's alone.
@@ -265,12 +309,14 @@ class ImpalaPolicy(tf_policy.TFPolicy):
                       for name, network in recurrent.items()} or ()
         info_spec = {}
         if emit_behaviour_logits:
-            info_spec[BEHAVIOUR_LOGITS] = _logits_spec(action_spec)
+            info_spec[BEHAVIOUR_LOGITS] = tf.nest.map_structure(_params_spec,
+                                                                action_spec)
             if state_spec:
                 info_spec[POLICY_STATE] = _lists_as_tuples(state_spec)
         super().__init__(time_step_spec, action_spec,
                          policy_state_spec=state_spec,
-                         info_spec=info_spec or (), name=name)
+                         info_spec=info_spec or (), name=name,
+                         clip=not _is_continuous(action_spec))
         self._actor_network = actor_network
         self._recurrent_networks = recurrent
         self._emit_behaviour_logits = emit_behaviour_logits
@@ -283,48 +329,111 @@ class ImpalaPolicy(tf_policy.TFPolicy):
     def _distribution(self, time_step, policy_state):
         state = dict(policy_state or {})
         observation, step_type = time_step.observation, time_step.step_type
-        logits, actor_state = _actor_logits(self._actor_network, observation,
+        params, actor_state = _actor_params(self._actor_network, observation,
                                             step_type, state, training=False)
-        tf.nest.assert_same_structure(logits, self.action_spec)
-        distributions = tf.nest.map_structure(
-            lambda head, spec: tfd.Categorical(logits=head, dtype=spec.dtype),
-            logits, self.action_spec)
+        tf.nest.assert_same_structure(params, self.action_spec)
+        distributions_ = tf.nest.map_structure(_head_distribution, params,
+                                               self.action_spec)
         next_state = {}
         for name, network in self._recurrent_networks.items():
             next_state[name] = actor_state if name == "actor_network" else _apply(
                 network, name, observation, step_type, state, training=False)[1]
         info = {}
         if self._emit_behaviour_logits:
-            info[BEHAVIOUR_LOGITS] = logits
+            info[BEHAVIOUR_LOGITS] = params
             if next_state:
                 info[POLICY_STATE] = _lists_as_tuples(policy_state)
-        return policy_step.PolicyStep(distributions, next_state or (), info or ())
+        return policy_step.PolicyStep(distributions_, next_state or (), info or ())
+
+
+def _checked_options(action_spec, pg_target, gradient_clipping, vtrace, costs):
+    """`ImpalaAgent`'s options as records, checked when the agent is made
+    (not at the first `train`, after collecting data)."""
+    _checks.check_choice(pg_target, "pg_target", impala.PG_TARGETS)
+    if gradient_clipping is not None and not gradient_clipping > 0:
+        raise ValueError("`gradient_clipping` must be a positive global "
+                         f"norm or None, got {gradient_clipping!r}.")
+    vtrace = _options.VTraceOptions(
+        pg_target, *vtrace, time_major=False,
+        dist_class=(distributions.diagonal_gaussian if _is_continuous(action_spec)
+                    else None))
+    costs = _options.LossCosts(*costs)
+    _checks.check_hyperparameters(vtrace)
+    _checks.check_loss_costs(costs, impala.REDUCTIONS)
+    return vtrace, costs
+
+
+def _policies(time_step_spec, action_spec, actor_network, value_network):
+    """The collect policy (records μ) and the greedy policy of an agent."""
+    collect_policy = ImpalaPolicy(
+        time_step_spec, action_spec, actor_network, emit_behaviour_logits=True,
+        value_network=value_network, name="impala_collect_policy")
+    policy = greedy_policy.GreedyPolicy(ImpalaPolicy(
+        time_step_spec, action_spec, actor_network, emit_behaviour_logits=False,
+        name="impala_policy"))
+    return collect_policy, policy
+
+
+def _initial_state(state_spec, experience):
+    """The recorded state each window started from (row 0): {} without
+    recurrent networks. (`train` and `loss` refuse experience without it:
+    TF-Agents checks it against `training_data_spec`.)"""
+    if not state_spec:
+        return {}
+    recorded = experience.policy_info[POLICY_STATE]  # tuples for lists
+    return tf.nest.pack_sequence_as(state_spec, [
+        t[:, 0] for t in tf.nest.flatten(recorded)])
+
+
+def _unique_variables(*networks):
+    """The networks' trainable variables, a layer shared by two once."""
+    variables, seen = [], set()
+    for variable in (v for n in networks for v in n.trainable_variables):
+        if variable.ref() not in seen:
+            seen.add(variable.ref())
+            variables.append(variable)
+    return variables
+
+
+def _write_debug_summaries(inputs, targets, gradient_norm, step):
+    valid = targets.valid
+    histograms = {
+        "rewards": inputs.rewards, "discounts": inputs.discounts,
+        "values": inputs.values, "vs": targets.vs,
+        "pg_advantages": targets.pg_advantages,
+        "rho": tf.exp(targets.log_rhos)}
+    with tf.name_scope("VTrace/"):
+        for name, tensor in histograms.items():
+            tf.summary.histogram(name, tf.boolean_mask(tensor, valid), step=step)
+        tf.summary.scalar("gradient_global_norm", gradient_norm, step=step)
+
+
+def _write_scalar_summaries(loss_info, step):
+    fields = loss_info.extra._asdict()
+    with tf.name_scope("Losses/"):
+        tf.summary.scalar("loss", loss_info.loss, step=step)
+        for name in _LOSS_TERMS:
+            tf.summary.scalar(name, fields[name], step=step)
+    with tf.name_scope("VTrace/"):
+        for name in _STATISTICS:
+            tf.summary.scalar(name, fields[name], step=step)
 
 
 class ImpalaAgent(tf_agent.TFAgent):
     r"""IMPALA (Espeholt et al. 2018): an actor-critic agent trained with V-trace.
 
     `train(experience)` takes batch-major trajectories ``[B, T + 1, ...]`` of
-    any length collected by `collect_policy` (which records the behaviour
-    logits μ in ``policy_info["behaviour_logits"]``), computes the learner's
-    logits π and values V on all T + 1 observations, and minimizes
-    `tf_vtrace.impala_loss` over the T transitions with
-    ``mask = ~is_boundary()``, rewards ``reward_scale_factor · reward`` and
-    discounts ``discount_factor · discount`` (TF-Agents' discount: 0 at a
-    termination, 1 otherwise, also at a time limit, which therefore
-    bootstraps). See the module doc for the layout. It returns
+    any length collected by `collect_policy` (which records μ's parameters in
+    ``policy_info["behaviour_logits"]``), computes the learner's π and values
+    V on all T + 1 observations, and minimizes `tf_vtrace.impala_loss` over
+    the T transitions with ``mask = ~is_boundary()``, rewards
+    ``reward_scale_factor · reward`` and discounts
+    ``discount_factor · discount`` (TF-Agents' discount: 0 at a termination,
+    1 otherwise, also at a time limit, which therefore bootstraps). See the
+    module doc for the layout, continuous actions and recurrent networks
+    (the greedy `policy` carries the actor's state only). It returns
     `LossInfo(loss, extra=ImpalaLossInfo(...))` and increments
     `train_step_counter` once.
-
-    Recurrent networks (the actor, the value network or both, e.g.
-    `ActorDistributionRnnNetwork`, `ValueRnnNetwork`): the collect policy's
-    state is ``{"actor_network": …, "value_network": …}`` (the recurrent
-    ones), and it records the state each step started from in
-    ``policy_info["policy_state"]``. `train` unrolls both networks over each
-    window from its row-0 state, with the window's step types, so they reset
-    at episode starts as they did while acting: with the weights that
-    collected the data, π equals μ at every step. The greedy `policy`
-    carries the actor's state only.
 
     Summaries (written when a default `tf.summary` writer is set): the loss and
     every `ImpalaLossInfo` field as scalars (``Losses/``, ``VTrace/``) unless
@@ -387,12 +496,13 @@ class ImpalaAgent(tf_agent.TFAgent):
           time_step_spec: A `TimeStep` spec of the environment.
           action_spec: A nest of bounded integer specs with minimum 0, one per
             action head (a tuple or dict of heads trains with the sum of their
-            log-probabilities, i.e. independent heads).
+            log-probabilities, i.e. independent heads), or one bounded float
+            spec of shape (D,) (a diagonal Gaussian; module doc).
           actor_network: A `tf_agents.networks.Network` that maps
-            observations to a Categorical distribution or to logits per head,
-            e.g. an `ActorDistributionNetwork`, or a recurrent one that resets
-            its state at step_type FIRST, e.g. an
-            `ActorDistributionRnnNetwork`.
+            observations to a Categorical distribution or to logits per head
+            (or to a diagonal Gaussian), e.g. an `ActorDistributionNetwork`,
+            or a recurrent one that resets its state at step_type FIRST, e.g.
+            an `ActorDistributionRnnNetwork`.
           value_network: A network that maps observations to one value each,
             e.g. a `ValueNetwork` or a `ValueRnnNetwork`; either network may
             be recurrent without the other.
@@ -428,38 +538,22 @@ class ImpalaAgent(tf_agent.TFAgent):
         """
         _require_legacy_keras()
         tf.Module.__init__(self, name=name)
-        _check_action_spec(action_spec)
-        _checks.check_choice(pg_target, "pg_target", impala.PG_TARGETS)
-        if gradient_clipping is not None and not gradient_clipping > 0:
-            raise ValueError("`gradient_clipping` must be a positive global "
-                             f"norm or None, got {gradient_clipping!r}.")
-        observation_spec = time_step_spec.observation
-        _check_network(actor_network, "actor_network", observation_spec)
-        _check_network(value_network, "value_network", observation_spec)
+        self._vtrace_options, self._costs = _checked_options(
+            action_spec, pg_target, gradient_clipping,
+            (clip_rho_threshold, clip_pg_rho_threshold, clip_c_threshold,
+             lambda_, alpha_),  # `_options.VTRACE_HYPERPARAMETERS` after pg_target
+            (baseline_cost, entropy_cost, kl_cost, reduction))
+        for network, label in ((actor_network, "actor_network"),
+                               (value_network, "value_network")):
+            _check_network(network, label, time_step_spec.observation)
         self._actor_network = actor_network
         self._value_network = value_network
         self._optimizer = optimizer
         self._discount_factor = discount_factor
         self._reward_scale_factor = reward_scale_factor
         self._gradient_clipping = gradient_clipping
-        self._vtrace_options = _options.VTraceOptions(
-            # The hyperparameters in `_options.VTRACE_HYPERPARAMETERS` order.
-            pg_target, clip_rho_threshold, clip_pg_rho_threshold,
-            clip_c_threshold, lambda_, alpha_, time_major=False)
-        self._costs = _options.LossCosts(
-            baseline_cost=baseline_cost, entropy_cost=entropy_cost,
-            kl_cost=kl_cost, reduction=reduction)
-        # Checked here, not at the first `train` (after collecting data).
-        _checks.check_hyperparameters(self._vtrace_options)
-        _checks.check_loss_costs(self._costs, impala.REDUCTIONS)
-
-        collect_policy = ImpalaPolicy(
-            time_step_spec, action_spec, actor_network,
-            emit_behaviour_logits=True, value_network=value_network,
-            name="impala_collect_policy")
-        policy = greedy_policy.GreedyPolicy(ImpalaPolicy(
-            time_step_spec, action_spec, actor_network,
-            emit_behaviour_logits=False, name="impala_policy"))
+        collect_policy, policy = _policies(time_step_spec, action_spec,
+                                           actor_network, value_network)
         super().__init__(
             time_step_spec, action_spec, policy, collect_policy,
             train_sequence_length=None, debug_summaries=debug_summaries,
@@ -492,8 +586,8 @@ class ImpalaAgent(tf_agent.TFAgent):
                 "observation gives the bootstrap value), e.g. "
                 f"`as_dataset(num_steps=T + 1)`; got {length} step(s).")
         observation, step_type = experience.observation, experience.step_type
-        state = self._initial_state(experience)
-        logits, _ = _actor_logits(self._actor_network, observation, step_type,
+        state = _initial_state(self.collect_policy.policy_state_spec, experience)
+        params, _ = _actor_params(self._actor_network, observation, step_type,
                                   state, training=training)
         values, _ = _apply(self._value_network, "value_network", observation,
                            step_type, state, training=training)
@@ -507,24 +601,13 @@ class ImpalaAgent(tf_agent.TFAgent):
         return _options.LossInputs(
             behaviour_policy_logits=heads(
                 experience.policy_info[BEHAVIOUR_LOGITS]),
-            target_policy_logits=heads(logits),
+            target_policy_logits=heads(params),
             actions=heads(experience.action),
             discounts=self._discount_factor * steps(experience.discount),
             rewards=self._reward_scale_factor * steps(experience.reward),
             values=values[:, :-1],
             bootstrap_value=values[:, -1],
             mask=steps(tf.logical_not(experience.is_boundary())))
-
-    def _initial_state(self, experience):
-        """The recorded state each window started from (row 0): {} without
-        recurrent networks. (`train` and `loss` refuse experience without
-        it: TF-Agents checks it against `training_data_spec`.)"""
-        state_spec = self.collect_policy.policy_state_spec
-        if not state_spec:
-            return {}
-        recorded = experience.policy_info[POLICY_STATE]  # tuples for lists
-        return tf.nest.pack_sequence_as(state_spec, [
-            t[:, 0] for t in tf.nest.flatten(recorded)])
 
     def _regularization_loss(self):
         losses = self._actor_network.losses + self._value_network.losses
@@ -548,17 +631,8 @@ class ImpalaAgent(tf_agent.TFAgent):
         loss_info, _ = self._loss_and_inputs(experience, weights, training)
         return loss_info
 
-    def _trainable_variables(self):
-        variables, seen = [], set()
-        for variable in (self._actor_network.trainable_variables
-                         + self._value_network.trainable_variables):
-            if variable.ref() not in seen:  # a layer shared by both networks
-                seen.add(variable.ref())
-                variables.append(variable)
-        return variables
-
     def _train(self, experience, weights=None):
-        variables = self._trainable_variables()
+        variables = _unique_variables(self._actor_network, self._value_network)
         with tf.GradientTape() as tape:
             loss_info, inputs = self._loss_and_inputs(
                 experience, weights, training=True)
@@ -577,32 +651,12 @@ class ImpalaAgent(tf_agent.TFAgent):
     def _write_summaries(self, loss_info, inputs, grads_and_vars, gradient_norm):
         step = self.train_step_counter
         if self.summaries_enabled:
-            fields = loss_info.extra._asdict()
-            with tf.name_scope("Losses/"):
-                tf.summary.scalar("loss", loss_info.loss, step=step)
-                for name in _LOSS_TERMS:
-                    tf.summary.scalar(name, fields[name], step=step)
-            with tf.name_scope("VTrace/"):
-                for name in _STATISTICS:
-                    tf.summary.scalar(name, fields[name], step=step)
+            _write_scalar_summaries(loss_info, step)
         if self.debug_summaries:
-            self._write_debug_summaries(inputs, gradient_norm)
+            # Outside the tape: recomputing the targets costs no gradient work.
+            targets = impala.vtrace_targets(
+                **inputs._asdict(), **self._vtrace_options._asdict())
+            _write_debug_summaries(inputs, targets, gradient_norm, step)
         if self.summarize_grads_and_vars:
             eager_utils.add_variables_summaries(grads_and_vars, step)
             eager_utils.add_gradients_summaries(grads_and_vars, step)
-
-    def _write_debug_summaries(self, inputs, gradient_norm):
-        step = self.train_step_counter
-        # Outside the tape: recomputing the targets costs no gradient work.
-        targets = impala.vtrace_targets(
-            **inputs._asdict(), **self._vtrace_options._asdict())
-        valid = targets.valid
-        histograms = {
-            "rewards": inputs.rewards, "discounts": inputs.discounts,
-            "values": inputs.values, "vs": targets.vs,
-            "pg_advantages": targets.pg_advantages,
-            "rho": tf.exp(targets.log_rhos)}
-        with tf.name_scope("VTrace/"):
-            for name, tensor in histograms.items():
-                tf.summary.histogram(name, tf.boolean_mask(tensor, valid), step=step)
-            tf.summary.scalar("gradient_global_norm", gradient_norm, step=step)
