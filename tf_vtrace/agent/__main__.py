@@ -257,8 +257,8 @@ def _evaluate_policy(policy, args):
         print(f"error: {error}", file=sys.stderr)
         return False
     print(f"{policy}: {mode}, {len(returns)} episodes: mean return "
-          f"{returns.mean():.1f} (min {returns.min():.0f}, max "
-          f"{returns.max():.0f})")
+          f"{returns.mean():.4g} (min {returns.min():.4g}, max "
+          f"{returns.max():.4g})")
     print(json.dumps({"policy": policy, "mode": mode, "episodes": len(returns),
                       "mean_return": float(returns.mean()),
                       "returns": returns.tolist()}), flush=True)
