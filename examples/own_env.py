@@ -7,8 +7,9 @@ From Python (registers ``Corridor-v0``, trains, prints the summary):
 From the command line, the module named in the id (gymnasium's
 ``module:EnvId-v0`` form) is imported by every process that makes the env:
 
-    PYTHONPATH=examples python -m tf_vtrace.agent train --env own_env:Corridor-v0 --out runs/corridor
-    PYTHONPATH=examples python -m tf_vtrace.agent evaluate runs/corridor
+    export PYTHONPATH=examples
+    python -m tf_vtrace.agent train --env own_env:Corridor-v0 --out runs/corridor
+    python -m tf_vtrace.agent evaluate runs/corridor
 
 docs/howto/own-env.md explains each step.
 """

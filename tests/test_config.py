@@ -41,7 +41,7 @@ def test_docstrings_hold_no_dates_or_history(module):
 
 def test_the_defaults_are_keyword_only_and_unchanged():
     with pytest.raises(TypeError):
-        Config("CartPole-v1")  # noqa: the fields are keyword-only
+        Config("CartPole-v1")  # The fields are keyword-only.
     assert Config().to_dict() == dict(
         env_id="CartPole-v1", max_episode_steps=None, reward_clip=None,
         correction="vtrace", discount=0.99, entropy_cost=0.01,
