@@ -220,6 +220,10 @@ def head_sizes(action_space):
     return tuple(int(n) for n in action_space.nvec)
 
 
+def _one_line(space):
+    return " ".join(str(space).split())
+
+
 def check_action_space(action_space):
     """Raises a ValueError naming `Config.env_id` unless the agent can act
     in `action_space` (one head per Discrete, or per MultiDiscrete entry)."""
@@ -228,8 +232,8 @@ def check_action_space(action_space):
             and action_space.nvec.ndim == 1):
         return
     raise ValueError(
-        f"Config.env_id: the action space {action_space} is not supported; "
-        f"supported: Discrete and 1-D MultiDiscrete.")
+        f"Config.env_id: the action space {_one_line(action_space)} is not "
+        f"supported; supported: Discrete and 1-D MultiDiscrete.")
 
 
 def check_observation_space(observation_space):
@@ -239,10 +243,10 @@ def check_observation_space(observation_space):
             and len(observation_space.shape) >= 1):
         return
     raise ValueError(
-        f"Config.env_id: the observation space {observation_space} is not "
-        f"supported; supported: a Box of rank >= 1 (rank 3: images or grids "
-        f"to a CNN, else flattened to an MLP). "
-        f"gymnasium.wrappers.FlattenObservation turns Discrete, Tuple and "
+        f"Config.env_id: the observation space "
+        f"{_one_line(observation_space)} is not supported; supported: a Box "
+        f"of rank >= 1 (rank 3: images or grids to a CNN, else flattened to "
+        f"an MLP). gymnasium.wrappers.FlattenObservation turns Discrete, Tuple and "
         f"Dict observations into a Box.")
 
 
