@@ -62,7 +62,7 @@ def main(total_env_steps=30_000, out_dir="runs/corridor"):
     from tf_vtrace.agent.train import train
 
     config = Config(env_id="Corridor-v0", num_envs=8, unroll_length=10,
-                    total_env_steps=total_env_steps, learning_rate=5e-3)
+                    total_env_steps=total_env_steps, learning_rate=2e-2)
     summary = train(config, out_dir, restart=True, progress=False)
     print(f"{summary['env_steps']} env steps: mean return of the last "
           f"episodes {summary['mean_return_last_100']:.2f} (best 0.75)")

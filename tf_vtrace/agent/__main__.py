@@ -67,32 +67,26 @@ def _integer_at_least(least):
     return parse
 
 
-def _shown(value):
-    return " ".join(map(str, value)) if isinstance(value, tuple) else value
-
-
 def _config_flags(parser):
     """One flag per `Config` field, help and choices from `_config_docs`."""
+    groups = {}
     for doc in _config_docs.field_docs():
-        shown = str(_shown(doc.default)).lower() if doc.kind == "bool" else (
-            _shown(doc.default))
-        options = dict(default=doc.default,
-                       help=f"{doc.text} (default: {shown})".replace("%", "%%"))
+        help_text = f"{doc.text} (default: {_config_docs.shown(doc.default)})"
+        options = dict(default=doc.default, help=help_text.replace("%", "%%"))
         if doc.choices:
-            options.update(choices=doc.choices, metavar="{" + ",".join(doc.choices) + "}")
+            options.update(choices=doc.choices,
+                           metavar="{" + ",".join(doc.choices) + "}")
         elif doc.kind == "bool":
             options.update(type=_bool, metavar="{true,false}")
         elif doc.kind == "tuple":
             options.update(type=int, nargs="+", metavar="N")
-        elif doc.default is None:
-            options.update(type=_optional({"float": float}.get(doc.kind, int)),
-                           metavar=doc.kind.upper())
         elif doc.kind in ("int", "float"):
-            options.update(type={"int": int, "float": float}[doc.kind],
+            kind = {"int": int, "float": float}[doc.kind]
+            options.update(type=kind if doc.default is not None else _optional(kind),
                            metavar=doc.kind.upper())
-        else:
-            options.update(type=str, metavar=doc.kind.upper())
-        group = _group(parser, doc.group)
+        if doc.group not in groups:
+            groups[doc.group] = parser.add_argument_group(doc.group)
+        group = groups[doc.group]
         group.add_argument(doc.flag, **options)
         if doc.name == "env_id":
             group.add_argument("--env", dest="env_id", help="alias of --env-id")
@@ -103,13 +97,6 @@ def _config_flags(parser):
         if doc.name == "backend":
             group.add_argument("--sync", dest="backend", action="store_const",
                                const="local", help="alias of --backend local")
-
-
-def _group(parser, title):
-    for group in parser._action_groups:
-        if group.title == title:
-            return group
-    return parser.add_argument_group(title)
 
 
 _EPILOG = ("Exit status: 0 done, 1 stopped by non-finite updates or failing "

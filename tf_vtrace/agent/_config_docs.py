@@ -73,7 +73,7 @@ def field_docs():
         for field in dataclasses.fields(config_lib.Config))
 
 
-def _shown(value):
+def shown(value):
     """A default as typed on the command line."""
     if isinstance(value, tuple):
         return " ".join(str(v) for v in value)
@@ -109,7 +109,7 @@ def reference_page():
                       "| Field | Flag | Default | Choices | What it is |",
                       "|---|---|---|---|---|"]
         choices = ", ".join(f"`{c}`" for c in doc.choices or ())
-        lines.append(f"| `{doc.name}` | `{doc.flag}` | `{_shown(doc.default)}` "
+        lines.append(f"| `{doc.name}` | `{doc.flag}` | `{shown(doc.default)}` "
                      f"| {choices} | {_cell(doc.text)} |")
     lines += ["", "## Presets", "",
               "`--preset NAME` starts from these settings (flags given win); "
@@ -117,8 +117,8 @@ def reference_page():
               "tf_vtrace.agent.presets import PRESETS`.", "",
               "| Preset | Settings |", "|---|---|"]
     for name, settings in sorted(presets.PRESETS.items()):
-        shown = ", ".join(f"`{key}={value!r}`" for key, value in settings.items())
-        lines.append(f"| `{name}` | {shown or 'the defaults'} |")
+        listed = ", ".join(f"`{key}={value!r}`" for key, value in settings.items())
+        lines.append(f"| `{name}` | {listed or 'the defaults'} |")
     return "\n".join(lines) + "\n"
 
 
