@@ -1,6 +1,6 @@
 """`Config`'s documentation and checks: one attribute line per field in its
 group, no history in the docstrings, values that can only diverge refused,
-and docs/reference/config.md as generated (tf_vtrace/agent/_config_docs.py)."""
+and docs/reference/config.md as generated (tf_vtrace/agent/_config_reference.py)."""
 import dataclasses
 import inspect
 import math
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tf_vtrace.agent import _config_docs, config, presets
+from tf_vtrace.agent import _config_docs, _config_reference, config, presets
 from tf_vtrace.agent.config import Config
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -98,16 +98,18 @@ def test_the_preset_base_keeps_its_old_name():
 
 def test_the_reference_page_is_up_to_date():
     page = ROOT / "docs" / "reference" / "config.md"
-    assert page.read_text(encoding="utf-8") == _config_docs.reference_page(), (
+    assert page.read_text(encoding="utf-8") == _config_reference.reference_page(), (
         "docs/reference/config.md is out of date with Config: run `python -m "
-        "tf_vtrace.agent._config_docs docs/reference/config.md`")
+        "tf_vtrace.agent._config_reference docs/reference/config.md`")
 
 
 def test_the_reference_page_has_a_row_per_field_and_preset():
-    page = _config_docs.reference_page()
+    page = _config_reference.reference_page()
     for doc in _config_docs.field_docs():
         assert f"| `{doc.name}` | `{doc.flag}` |" in page
     for name in presets.PRESETS:
         assert f"| `{name}` |" in page
     # A constant named in a docstring shows as its value.
     assert "(1 to 4)" in page and "MAX_UPDATES_PER_CALL" not in page
+    for flag in ["--out", "--restart", "--preset", "--sync", "--episodes", "--env-id"]:
+        assert f"`{flag}`" in page, flag

@@ -123,8 +123,8 @@ def _train_parser(commands):
                         help="no progress bar")
     parser.add_argument(
         "--preset", choices=sorted(PRESETS), default=None,
-        help="start from named settings (tf_vtrace.agent.presets; "
-             "docs/reference/config.md lists them); flags given win")
+        help="start from named settings (tf_vtrace.agent.presets); flags "
+             "given win")
     _config_flags(parser)
     return parser
 

@@ -1,12 +1,9 @@
 """`Config`'s fields as documented: group, flag, default, choices, one line.
 
 One source for the command line's ``--help`` (`tf_vtrace.agent.__main__`)
-and the configuration reference page (docs/reference/config.md): both read
-`Config`'s attribute docstrings and group comments from its source, so
-neither copies them. Needs neither TensorFlow nor gymnasium.
-
-Write the reference page with
-``python -m tf_vtrace.agent._config_docs docs/reference/config.md``.
+and the configuration reference page (`tf_vtrace.agent._config_reference`):
+both read `Config`'s attribute docstrings and group comments from its
+source, so neither copies them. Needs neither TensorFlow nor gymnasium.
 """
 
 import ast
@@ -15,10 +12,8 @@ import dataclasses
 import functools
 import inspect
 import re
-import sys
 
 from tf_vtrace.agent import config as config_lib
-from tf_vtrace.agent import presets
 
 FieldDoc = collections.namedtuple(
     "FieldDoc", "name group flag kind default choices text")
@@ -80,58 +75,3 @@ def shown(value):
     if isinstance(value, bool):
         return str(value).lower()
     return str(value)
-
-
-def _cell(text):
-    return text.replace("|", "\\|")
-
-
-def reference_page():
-    """The text of docs/reference/config.md."""
-    lines = [
-        "# Configuration reference",
-        "",
-        "<!-- Generated from `tf_vtrace.agent.Config` by `python -m "
-        "tf_vtrace.agent._config_docs docs/reference/config.md`; do not edit. -->",
-        "",
-        "Every field of `tf_vtrace.agent.Config` and its `python -m "
-        "tf_vtrace.agent train` flag. In Python: `Config(env_id=\"Acrobot-v1\", "
-        "num_envs=32)` (keyword arguments; a bad value raises a `ValueError` "
-        "naming the field); on the command line: `--env-id Acrobot-v1 "
-        "--num-envs 32` (`true`/`false` for the switches, `none` for an unset "
-        "optional number).",
-    ]
-    group = None
-    for doc in field_docs():
-        if doc.group != group:
-            group = doc.group
-            lines += ["", f"## {group}", "",
-                      "| Field | Flag | Default | Choices | What it is |",
-                      "|---|---|---|---|---|"]
-        choices = ", ".join(f"`{c}`" for c in doc.choices or ())
-        lines.append(f"| `{doc.name}` | `{doc.flag}` | `{shown(doc.default)}` "
-                     f"| {choices} | {_cell(doc.text)} |")
-    lines += ["", "## Presets", "",
-              "`--preset NAME` starts from these settings (flags given win); "
-              "in Python, `Config(**PRESETS[name])` with `from "
-              "tf_vtrace.agent.presets import PRESETS`.", "",
-              "| Preset | Settings |", "|---|---|"]
-    for name, settings in sorted(presets.PRESETS.items()):
-        listed = ", ".join(f"`{key}={value!r}`" for key, value in settings.items())
-        lines.append(f"| `{name}` | {listed or 'the defaults'} |")
-    return "\n".join(lines) + "\n"
-
-
-def main(argv):
-    """Writes `reference_page` to the path given (stdout without one)."""
-    page = reference_page()
-    if not argv:
-        sys.stdout.write(page)
-        return 0
-    with open(argv[0], "w", encoding="utf-8") as file:
-        file.write(page)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
