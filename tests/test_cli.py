@@ -50,7 +50,7 @@ def test_train_help_explains_every_flag_with_its_default_and_choices(capsys):
     assert "--correction {vtrace,none,is1,epsilon}" in text
     assert "(default: 300000)" in text and "(default: 64 64)" in text
     # Every action has a help line (argparse shows none for help=None).
-    parser, train_parser, evaluate_parser = cli._parser()
+    parser, train_parser, evaluate_parser = cli._parsers()
     for action in train_parser._actions + evaluate_parser._actions:
         assert action.help, action.option_strings
 
@@ -94,13 +94,13 @@ def test_a_bad_train_argument_is_one_line_before_any_work(args, message, tmp_pat
 @pytest.mark.parametrize("form, value", [("true", True), ("False", False), ("1", True),
                                          ("no", False), ("ON", True)])
 def test_bool_flags_take_true_and_false_forms(form, value):
-    _, train_parser, _ = cli._parser()
+    _, train_parser, _ = cli._parsers()
     args = train_parser.parse_args(["--out", "x", "--jit-compile", form])
     assert args.jit_compile is value
 
 
 def test_optional_numbers_take_none_and_flags_after_a_preset_win():
-    _, train_parser, _ = cli._parser()
+    _, train_parser, _ = cli._parsers()
     args = train_parser.parse_args(["--out", "x", "--max-episode-steps", "none",
                                     "--reward-clip", "1.5"])
     assert args.max_episode_steps is None and args.reward_clip == 1.5
