@@ -49,7 +49,7 @@ _INTEGER_MINIMA = {
 }
 # The most `Config.updates_per_call`: each more is one more copy of the
 # update in the compiled step, ≈ 0.5 s more to compile at the start
-# (docs/scaling.md).
+# (docs/records/scaling.md).
 MAX_UPDATES_PER_CALL = 4
 # A multi-worker run's checkpoint interval in updates when
 # `Config.checkpoint_every` is None (its hosts' clocks do not agree).
@@ -97,7 +97,8 @@ class Config:
     The defaults: 16 envs × T = 20 steps in one actor thread beside the
     learner, V-trace, the IMPALA paper's RMSProp at 8e-3 decayed linearly
     to 0 over 300k env steps, the gradient clipped at norm 40. How they
-    learn over 30 seeds is in docs/agent.md. Fields are keyword-only.
+    learn over 30 seeds is in docs/tutorials/agent.md. Fields are
+    keyword-only.
     """
 
     # --- The environment ---
