@@ -164,6 +164,23 @@ def test_evaluate_env_id_overrides_the_recorded_env(run_dir, capsys):
     assert "Traceback" not in error
 
 
+def test_evaluate_names_a_recorded_env_it_cannot_make(tmp_path, capsys):
+    """A policy trained on an id registered in the training script only."""
+    from tf_vtrace import export
+    from tf_vtrace.agent import envs, networks
+    observation_space, action_space = envs.env_spaces("CartPole-v1")
+    model = networks.build_network(observation_space, envs.head_sizes(action_space),
+                                   seed=0)
+    export.export_policy(model, str(tmp_path / "policy"), (2,),
+                         metadata={"env_id": "ScriptOnly-v0", "max_episode_steps": None})
+    assert cli.main(["evaluate", str(tmp_path)]) == 2
+    note, error = capsys.readouterr().err.splitlines()
+    assert note.endswith("is a run directory: evaluating " + str(tmp_path / "policy"))
+    assert error.startswith(f"error: {tmp_path / 'policy'}: 'ScriptOnly-v0' is not a "
+                            f"registered gymnasium environment"), error
+    assert "pass env_id (--env-id) naming its module, 'module:ScriptOnly-v0'" in error
+
+
 @pytest.mark.parametrize("platform, devices, level", [
     ("linux", (), 3), ("linux", ("/dev/nvidiactl", "/dev/nvidia0"), 2),
     ("linux", ("/dev/dxg",), 2), ("darwin", (), 2), ("win32", (), 2)])
