@@ -124,7 +124,8 @@ def test_a_bad_evaluate_argument_is_one_line(args, message, tmp_path, capsys):
 def test_evaluate_reports_a_missing_directory_and_goes_on(tmp_path, capsys):
     assert cli.main(["evaluate", str(tmp_path / "nope")]) == 2
     assert capsys.readouterr().err == (
-        f"error: {tmp_path / 'nope'}: no such policy or run directory\n")
+        f"error: {tmp_path / 'nope'}: no such policy directory (nor a run directory "
+        f"holding one in policy/)\n")
 
 
 @pytest.fixture(scope="module")

@@ -229,8 +229,8 @@ def run_evaluation(parser, args):
     status = 0
     for policy in map(_policy_directory, args.policies):
         if not os.path.isdir(policy):  # Said before TensorFlow starts.
-            print(f"error: {policy}: no such policy or run directory",
-                  file=sys.stderr)
+            print(f"error: {policy}: no such policy directory (nor a run "
+                  f"directory holding one in policy/)", file=sys.stderr)
             status = 2
         elif not _evaluate_policy(policy, args):
             status = 2
