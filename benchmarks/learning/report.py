@@ -138,9 +138,41 @@ def tables(plan, rows):
 _MARKERS = "os^vD<pPXh"
 
 
+def _draw_panel(axis, plan, panel, rows, sources, handles):
+    """One env's panel: our settings' curves with bands (its legend), the
+    references as marks and the goals as ★ (into `handles`, by source)."""
+    right = max(r["grid_env_steps"][-1] for r in rows if r["panel"] == panel)
+    ours = [_plotting.band(axis, row["grid_env_steps"], row["curve_mean"],
+                           row["curve_ci95_low"], row["curve_ci95_high"],
+                           color=f"C{plan.settings.index(row['setting'])}",
+                           label=f"{row['setting']} ({len(row['seeds'])} seeds)")
+            for row in rows if row["panel"] == panel]
+    marks = [(ref, (ref.label, ref.protocol),
+              _MARKERS[sources.index((ref.label, ref.protocol)) % len(_MARKERS)],
+              f"{ref.label}: {ref.protocol}", "at")
+             for ref in plan.references if ref.panel == panel]
+    marks += [(goal, "goal", "*", "our goal (mean training return over seeds, at or "
+               "within its env steps)", goal.by) for goal in plan.goals if goal.panel == panel]
+    for mark, key, marker, label, by in marks:
+        beyond = mark.env_steps > right * 1.05
+        goal = key == "goal"
+        handles[key] = axis.plot(
+            right if beyond else mark.env_steps, mark.value, marker, linestyle="none",
+            color="crimson" if goal else "black", markersize=10 if goal else 7,
+            markerfacecolor=None if goal else "none", zorder=3 if goal else 4,
+            label=label)[0]
+        if beyond:
+            axis.annotate(f"{by} {steps_text(mark.env_steps)}", (right, mark.value),
+                          textcoords="offset points", xytext=(-8, -10 if goal else 4),
+                          ha="right", fontsize=6)
+    axis.set_title(panel, fontsize=9)
+    axis.set_xlabel("env steps")
+    axis.grid(alpha=0.3)
+    axis.legend(handles=ours, fontsize=6, loc="best")
+
+
 def plot(plan, rows, png_path):
-    """A panel per env: the settings' curves with bands, the references as
-    marks (one marker per reference source, legend below), the goals as ★."""
+    """A panel per env (`_draw_panel`), the references' legend below."""
     plt = _plotting.pyplot()
     panels = [p for p in plan.panels if any(r["panel"] == p for r in rows)]
     columns = min(3, len(panels))
@@ -151,36 +183,7 @@ def plot(plan, rows, png_path):
                                  if ref.panel in panels))
     handles = {}
     for axis, panel in zip(axes.flat, panels):
-        right = max(r["grid_env_steps"][-1] for r in rows if r["panel"] == panel)
-        for row in (r for r in rows if r["panel"] == panel):
-            _plotting.band(axis, row["grid_env_steps"], row["curve_mean"],
-                           row["curve_ci95_low"], row["curve_ci95_high"],
-                           color=f"C{plan.settings.index(row['setting'])}",
-                           label=f"{row['setting']} ({len(row['seeds'])} seeds)")
-        for ref in (ref for ref in plan.references if ref.panel == panel):
-            beyond = ref.env_steps > right * 1.05
-            marker = _MARKERS[sources.index((ref.label, ref.protocol)) % len(_MARKERS)]
-            handles[(ref.label, ref.protocol)] = axis.plot(
-                right if beyond else ref.env_steps, ref.value, marker, color="black",
-                markerfacecolor="none", markersize=7, linestyle="none",
-                label=f"{ref.label}: {ref.protocol}")[0]
-            if beyond:
-                axis.annotate(f"at {steps_text(ref.env_steps)}", (right, ref.value),
-                              textcoords="offset points", xytext=(-8, 4), ha="right",
-                              fontsize=6)
-        for goal in (g for g in plan.goals if g.panel == panel):
-            handles["goal"] = axis.plot(min(goal.env_steps, right), goal.value, "*",
-                                        color="crimson", markersize=10, linestyle="none",
-                                        label="our goal (mean training return over "
-                                              "seeds, at or within its env steps)")[0]
-            if goal.env_steps > right * 1.05:
-                axis.annotate(f"{goal.by} {steps_text(goal.env_steps)}", (right, goal.value),
-                              textcoords="offset points", xytext=(-8, -10), ha="right",
-                              fontsize=6)
-        axis.set_title(panel, fontsize=9)
-        axis.set_xlabel("env steps")
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=6, loc="upper left")
+        _draw_panel(axis, plan, panel, rows, sources, handles)
     for axis in axes.flat[len(panels):]:
         axis.set_visible(False)
     for row_axes in axes:
