@@ -57,11 +57,14 @@ class Run:
         slug = re.sub(r"[^a-z0-9]+", "-", self.setting.lower()).strip("-")
         return pathlib.Path(runs_dir) / self.preset / slug / f"seed{self.seed}"
 
+    def settings_args(self):
+        """The ``train`` flags that set what the run is (no paths)."""
+        return ["--preset", self.preset, "--seed", str(self.seed),
+                "--total-env-steps", str(self.env_steps), *self.flags]
+
     def train_args(self, run_dir):
         """The arguments of ``python -m tf_vtrace.agent`` for this run."""
-        return ["train", "--out", str(run_dir), "--no-progress",
-                "--preset", self.preset, "--seed", str(self.seed),
-                "--total-env-steps", str(self.env_steps), *self.flags]
+        return ["train", "--out", str(run_dir), "--no-progress", *self.settings_args()]
 
 
 def setting(correction, lag):

@@ -53,7 +53,9 @@ def summarize(plan, results):
     rng, rows = np.random.default_rng(0), []
     for panel in plan.panels:
         for setting in plan.settings:
-            runs = [r for r in results if (r["panel"], r["setting"]) == (panel, setting)]
+            # (A run that ended before its first episode has no return.)
+            runs = [r for r in results if (r["panel"], r["setting"]) == (panel, setting)
+                    and r["final_return"] is not None]
             if not runs:
                 continue
             grid = np.linspace(0, min(r["env_steps"] for r in runs), 101)[1:]

@@ -87,12 +87,13 @@ def read_segments(run_dir):
 
 
 def read_result(run, run_dir):
-    """The run's ``result.json`` if it finished with these arguments."""
+    """The run's ``result.json`` if it finished with these settings (the
+    directory may have moved)."""
     path = run_dir / "result.json"
     if not path.exists():
         return None
     result = json.loads(path.read_text())
-    return result if result["argv"] == run.train_args(run_dir) else None
+    return result if result["settings_args"] == run.settings_args() else None
 
 
 def collect_result(run, run_dir):
@@ -106,7 +107,7 @@ def collect_result(run, run_dir):
     wall_s = round(sum(s["wall_s"] for s in segments), 1)
     result = {
         "panel": run.panel, "setting": run.setting, "preset": run.preset,
-        "seed": run.seed, "argv": run.train_args(run_dir),
+        "seed": run.seed, "settings_args": run.settings_args(),
         "env_id": summary["env_id"], "env_steps": env_steps,
         "episodes": len(returns),
         "final_return": (float(np.mean(returns[-recording.RECENT_EPISODES:]))
