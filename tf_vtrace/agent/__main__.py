@@ -122,7 +122,7 @@ def _train(parser, args):
     try:
         summary = train_lib.train(config, args.out, restart=args.restart,
                                   progress=not args.no_progress)
-    except Exception as error:  # One line naming the failing part.
+    except (Exception, KeyboardInterrupt) as error:  # One line, its part.
         line, status = _faults.describe(error)
         print(line, file=sys.stderr)
         return status

@@ -20,9 +20,10 @@ import traceback
 __all__ = ["actor_failure", "describe", "exception_line", "failing_part",
            "hung", "set_kept", "stopping_line"]
 
-# Exit statuses: a run directory that cannot be used (nothing done), and a
-# run that stopped on an error.
-STATUS_RUN_DIRECTORY, STATUS_FAILED = 2, 1
+# Exit statuses: a run directory that cannot be used (nothing done), a run
+# that stopped on an error, one stopped at once by a second signal (the
+# shell's 128 + SIGINT).
+STATUS_RUN_DIRECTORY, STATUS_FAILED, STATUS_INTERRUPTED = 2, 1, 130
 
 _AGENT = os.path.dirname(os.path.abspath(__file__))
 _PACKAGE = os.path.dirname(_AGENT)
@@ -118,6 +119,10 @@ def describe(error):
     """
     from tf_vtrace.agent._run_dir import RunDirectoryError
     from tf_vtrace.agent.backends import ActorFailure
+    if isinstance(error, KeyboardInterrupt):
+        return ("error: stopped at once by a second signal (what was being "
+                "written then may be missing; the newest complete checkpoint "
+                "is kept)", STATUS_INTERRUPTED)
     if isinstance(error, RunDirectoryError):
         return f"error: {_one_line(str(error))}", STATUS_RUN_DIRECTORY
     own_part = getattr(error, "part", None)

@@ -318,7 +318,9 @@ def write_summary(config, out_dir, worker_index, clock_start, loop_stats):
     `clock_start`, a `(time.time(), time.process_time())` pair), the final
     mean return (null before the first finished episode: the file is strict
     JSON, with null for any value that is not finite), whether the run was
-    interrupted (``stop_signal``) or stopped by an error (``error``), the
+    interrupted (``stop_signal``) or stopped by an error (``error``: the
+    failing part and what happened, as the command line's ``error:`` line
+    says it; ``error_traceback``: its whole traceback), the
     updates skipped because they were non-finite (``skipped_updates``); the
     actor backend and its number of actors, the unrolls each actor gave, the
     measured policy lag (learner version − the unroll's policy version:
