@@ -417,10 +417,12 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
     last value bootstraps). A model with two outputs [logits, value] outputs
     `keras.layers.Concatenate()([logits, value])` instead: Keras maps one loss
     over a list of outputs one output at a time (Keras 3 raises a KeyError,
-    "The path: (0,) in the `loss` argument", before any loss runs). `call` returns the reduced scalar, so the Keras
-    reduction (`self.reduction`) is fixed to ``"sum"``, a no-op on a scalar
-    that Keras divides by no replica count: the IMPALA reduction is
-    `reduction` (`self.impala_reduction`). Under a `tf.distribute` strategy
+    "The path: (0,) in the `loss` argument", before any loss runs).
+
+    `call` returns the reduced scalar, so the Keras reduction
+    (`self.reduction`) is fixed to ``"sum"``, a no-op on a scalar that Keras
+    divides by no replica count: the IMPALA reduction is `reduction`
+    (`self.impala_reduction`). Under a `tf.distribute` strategy
     each replica's value is L / N, the global loss over the N replicas, and
     its gradient that of the replica's share, so that Keras reports the
     one-device loss even for a batch split unequally (docs/tutorials/keras.md).
