@@ -29,6 +29,7 @@ __all__ = [
     "HALF_DTYPES",
     "check_choice",
     "is_bool",
+    "refuse_bool",
     "to_float_tensor",
     "check_rank",
     "check_same_shape",
