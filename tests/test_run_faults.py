@@ -278,3 +278,35 @@ def test_an_actor_failure_with_a_traceback_is_one_line():
         "error: actor 0 failed 3 times in a row (Config.max_actor_failures=3);"
         " the last time: actor thread 0 raised: RuntimeError: boom (kept in "
         "out: checkpoint 3 (the newest complete one))")
+
+
+def test_a_directory_is_written_whole_or_not_at_all(tmp_path):
+    """`write_directory`: a write that fails (a full disk) leaves the old
+    directory in place and nothing beside it; a swap cut short by a kill
+    is completed on the next resume (the old one back)."""
+    path = tmp_path / "policy"
+
+    def write(text):
+        def writer(target):
+            os.makedirs(target)
+            (pathlib.Path(target) / "saved").write_text(text)
+            if text == "full":
+                raise OSError(28, "No space left on device")
+        return writer
+
+    _run_dir.write_directory(str(path), write("first"))
+    with pytest.raises(OSError, match="No space left"):
+        _run_dir.write_directory(str(path), write("full"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy"]
+    assert (path / "saved").read_text() == "first"
+    os.replace(path, tmp_path / "policy.old")  # Killed mid-swap.
+    (tmp_path / "policy.tmp").mkdir()
+    _run_dir._complete_swap(str(path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy"]
+    assert (path / "saved").read_text() == "first"
+
+
+def test_a_second_signal_while_writing_is_one_line_too():
+    line, status = _faults.describe(KeyboardInterrupt())
+    assert line.startswith("error: stopped at once by a second signal")
+    assert status == 128 + signal.SIGINT

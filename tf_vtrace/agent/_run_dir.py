@@ -105,6 +105,15 @@ def undo_start(out_dir):
     _remove_outputs(out_dir)
 
 
+def _complete_swap(path):
+    """Completes a `write_directory` of `path` cut short by a kill: the
+    old directory moved aside comes back if the new one was not in place
+    yet; a half-written new one is removed."""
+    shutil.rmtree(path + ".tmp", ignore_errors=True)
+    if os.path.isdir(path + ".old") and not os.path.isdir(path):
+        os.replace(path + ".old", path)
+
+
 def write_directory(path, write):
     """Writes the directory `path` whole or not at all: `write(tmp)` writes
     it at ``path + ".tmp"``, which then takes the place of the old one
@@ -142,6 +151,7 @@ def prepare(config, out_dir, restart):
         _remove_outputs(out_dir)
     elif os.path.exists(config_path):
         _check_same_config(config, config_path)
+        _complete_swap(os.path.join(out_dir, "policy"))
         return True
     elif any(os.path.exists(os.path.join(out_dir, name)) for name in OUTPUTS):
         raise RunDirectoryError(

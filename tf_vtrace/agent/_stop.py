@@ -92,7 +92,8 @@ def stop_on_signals(timeout_s, waiting_since=lambda: None):
         yield stop
     finally:
         stop.seen()
-        stop.set()  # Ends the watch.
+        stop.set()  # Ends the watch (within a tick), before the handlers go.
+        watch.join()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
@@ -104,7 +105,7 @@ def _watch(stop, waiting_since):
     stop.wait()
     while not stop._seen.wait(_WATCH_TICK_S):
         if (stop.deadline is not None and time.monotonic() >= stop.deadline
-                and waiting_since() is not None):
+                and waiting_since() is not None and not stop._seen.is_set()):
             stop._forced = True
             signal.pthread_kill(threading.main_thread().ident,
                                 signal.Signals[stop.signal_name])
