@@ -657,3 +657,38 @@ def reload_in_a_fresh_process(script, *args):
         capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, env=env_vars)
     assert result.returncode == 0 and "RELOADED_OK" in result.stdout, (
         result.stdout + result.stderr[-4000:])
+
+
+RELOAD_CONTINUOUS = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_probability  # registers the distributions' TypeSpecs
+    export, data = sys.argv[1], json.load(open(sys.argv[2]))
+    assert "tf_agents" not in sys.modules
+    observation = tf.constant(data["observations"], tf.float32)
+    batch = len(data["observations"])
+    action = tf.saved_model.load(export).signatures["action"](**{
+        "0/step_type": tf.ones([batch], tf.int32), "0/reward": tf.zeros([batch]),
+        "0/discount": tf.ones([batch]), "0/observation": observation})["action"]
+    np.testing.assert_allclose(action.numpy(), data["means"], rtol=1e-5, atol=1e-6)
+    print("RELOADED_OK")
+""")
+
+
+def test_continuous_greedy_policy_is_the_mean_after_a_fresh_process_reload(tmp_path):
+    env = continuous_env(dim=6)
+    agent = make_agent(env, seed=5)
+    agent.train(windows(collect(agent, env, 30), length=9))
+    policy_saver.PolicySaver(agent.policy, batch_size=None).save(
+        str(tmp_path / "policy"))
+    observations = np.random.default_rng(0).uniform(-1, 1, (5, 3)).astype(np.float32)
+    time_steps = ts.restart(tf.constant(observations), batch_size=5)
+    means = agent.actor_network(time_steps.observation, time_steps.step_type,
+                                ())[0].mean().numpy()
+    np.testing.assert_allclose(agent.policy.action(time_steps).action, means,
+                               rtol=1e-6)
+    (tmp_path / "data.json").write_text(json.dumps(
+        {"observations": observations.tolist(), "means": means.tolist()}))
+    reload_in_a_fresh_process(RELOAD_CONTINUOUS, tmp_path / "policy",
+                              tmp_path / "data.json")

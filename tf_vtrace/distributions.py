@@ -6,9 +6,14 @@ A continuous action a ∈ ℝ^D under a diagonal Gaussian policy has
 
 the sum over the D dimensions that the importance ratio of V-trace needs:
 ρ = π(a|x) / μ(a|x) is the *joint* ratio, Π_d π_d(a_d) / μ_d(a_d). At a
-given per-dimension policy lag log ρ is a sum of D terms, so ρ strays further
-from 1 as D grows and ρ̄ clips more often (Lee et al. 2019, arXiv 1905.02363):
-`impala_loss`' ``rho_clipped_fraction`` and ``ess_fraction`` measure it.
+given per-dimension policy lag log ρ is a sum of D independent terms (arXiv
+1905.02363): under a ~ μ its mean drifts down by Σ_d KL(μ_d ‖ π_d) and its
+spread grows like √D, so ρ strays further from 1 as D grows. The effective
+sample size falls (ESS / N ≈ Π_d of the per-dimension ones), more steps get
+a ρ far below 1 (their traces cut, their policy gradient weighed down), and
+the fraction above ρ̄ is not monotone: with ρ̄ = 1 it falls (the median of
+log ρ drifts below 0), with ρ̄ > 1 it rises at first. `impala_loss`'
+``ess_fraction``, ``rho_clipped_fraction`` and ``mean_rho`` measure it.
 
 The parameters of one step are laid out per dimension, mean then log-std:
 ``params[..., 2d]`` = m_d and ``params[..., 2d + 1]`` = log σ_d, so that

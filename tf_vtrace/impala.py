@@ -711,8 +711,8 @@ def impala_loss(behaviour_policy_logits,
       the effective sample size (Σρ)² / Σρ² of the unclipped ratios over the
       N valid steps, divided by N: 1 when all ρ are equal), ``entropy`` and
       ``kl``. ρ is the joint ratio, a product over heads (and over the
-      dimensions of a vector action): at a given lag per dimension, ρ̄ clips
-      more often and ESS / N falls as the dimensions grow
+      dimensions of a vector action): at a given lag per dimension ESS / N
+      falls as the dimensions grow, and ρ strays further from 1 both ways
       (`tf_vtrace.distributions`).
 
     Examples:
