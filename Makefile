@@ -12,7 +12,7 @@ RAY_STAMP := $(VENV)/.installed-ray
 ENVPOOL_STAMP := $(VENV)/.installed-envpool
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv venv-demo venv-ray venv-envpool demo demo-ray demo-eval learn-full ablation lag-benchmark lag-benchmark-full lag-benchmark-space-invaders stateless-benchmark bench-recurrent lint test test-slow docs docs-data bench bench-agent bench-core bench-scan bench-actors clean
+.PHONY: venv venv-demo venv-ray venv-envpool demo demo-ray demo-eval learn-full ablation lag-benchmark lag-benchmark-full lag-benchmark-space-invaders minatar-benchmark continuous-benchmark minatar-lag-benchmark stateless-benchmark bench-recurrent lint test test-slow docs docs-data bench bench-agent bench-core bench-scan bench-actors clean
 
 venv: $(STAMP)
 venv-demo: $(DEMO_STAMP)
@@ -97,6 +97,26 @@ lag-benchmark-full: venv
 lag-benchmark-space-invaders: venv
 	$(PY) -m benchmarks.learning.lag_benchmark space-invaders --jobs 2
 
+# The learning benchmarks (benchmarks/learning/runner.py, plans.py): every run
+# is the agent's own `train` in benchmarks/results/<plan>/runs/, resumable (run
+# the target again after an interruption: finished runs are skipped, the others
+# resume from their checkpoints), JOBS at once; the report goes to
+# benchmarks/results/<plan>/, `make docs-data` puts it into the docs.
+JOBS ?= 2
+# Five MinAtar games × 3 seeds × 5M env steps (docs/explanation/minatar.md).
+minatar-benchmark: venv
+	$(PY) -m benchmarks.learning.runner minatar --jobs $(JOBS)
+
+# Pendulum, LunarLanderContinuous, HalfCheetah, Hopper × 3 seeds, plus V-trace
+# against no correction at the natural lag and at lag 16 on HalfCheetah.
+continuous-benchmark: venv
+	$(PY) -m benchmarks.learning.runner continuous --jobs $(JOBS)
+
+# MinAtar Breakout and SpaceInvaders: V-trace against no correction at policy
+# lags 0, 16, 64, 3 seeds × 1M env steps.
+minatar-lag-benchmark: venv
+	$(PY) -m benchmarks.learning.runner minatar-lag --jobs $(JOBS)
+
 # The linter (ruff.toml) first: a lint error fails `make test` and so CI.
 # LSTM against MLP on tf_vtrace/StatelessCartPole-v0 with --preset
 # stateless-cartpole, 3 seeds × 1M env steps, a greedy evaluation every 50k
@@ -159,6 +179,13 @@ docs-data:
 	  && cp $(RESULTS)/agent_seeds.json docs/records/data/agent_seeds_latest.json && echo "docs-data: agent_seeds"; }
 	@for f in keras_agent.json actor_backends.json; do \
 	  [ ! -f $(RESULTS)/$$f ] || { cp $(RESULTS)/$$f docs/records/data/ && echo "docs-data: $$f"; }; done
+	@# The learning benchmarks: figure and data copied, their tables filled into
+	@# the pages' <!-- benchmark: NAME --> blocks.
+	@for name in minatar continuous minatar-lag; do \
+	  stem=$$(echo $$name | tr - _)_benchmark; [ -f $(RESULTS)/$$name/$$stem.json ] || continue; \
+	  cp $(RESULTS)/$$name/$$stem.png docs/img/; cp $(RESULTS)/$$name/$$stem.json docs/records/data/; done
+	@$(PY) -m benchmarks.learning.report fill docs/explanation/minatar.md \
+	  --results $(RESULTS) --images docs/img
 
 clean:
 	rm -rf $(VENV) $(VENV)-* site build *.egg-info

@@ -42,7 +42,8 @@ import time
 
 import numpy as np
 
-from benchmarks.learning._stats import bootstrap_band
+from benchmarks.learning import _plotting
+from benchmarks.learning._stats import bootstrap_band, return_curve
 from tf_vtrace.agent import recording
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -173,12 +174,6 @@ def plot_seeds(records, runs_dir, png_path, setting="default Config",
     figure.savefig(png_path, dpi=90)
 
 
-def _return_curve(episodes_csv, grid, window):
-    """The training return (running mean of `window` episodes) on `grid`."""
-    steps, returns = recording.read_episodes(episodes_csv)
-    return np.interp(grid, steps, recording.running_mean(returns, window))
-
-
 def _seed_dir(runs_dir, seed):
     """Where `seeds` trains `seed` under its --runs-dir."""
     return pathlib.Path(runs_dir) / "seeds" / f"seed{seed}"
@@ -196,21 +191,16 @@ def plot_comparison(settings, png_path, window=100, points=200):
     """Each setting's training return (running mean of `window` episodes),
     mean over its seeds with a 95 % bootstrap band; `settings` maps a label
     to (runs_dir, records)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rng = np.random.default_rng(0)
-    figure, axis = plt.subplots(figsize=(8, 4.5))
+    figure, axis = _plotting.pyplot().subplots(figsize=(8, 4.5))
     for label, (runs_dir, records) in settings.items():
         grid = np.linspace(0, min(r["env_steps"] for r in records), points)
-        curves = [_return_curve(_seed_dir(runs_dir, r["seed"]) / "episodes.csv",
-                                grid, window) for r in records]
-        mean, low, high = bootstrap_band(curves, rng)
+        curves = [return_curve(_seed_dir(runs_dir, r["seed"]) / "episodes.csv",
+                               grid, window) for r in records]
         reached = sum(r["env_steps_to_target"] is not None for r in records)
-        line, = axis.plot(grid, mean, label=f"{label}: reached {TARGET:.0f} on "
-                          f"{reached} of {len(records)}")
-        axis.fill_between(grid, low, high, color=line.get_color(), alpha=0.2)
+        _plotting.band(axis, grid, *bootstrap_band(curves, rng),
+                       label=f"{label}: reached {TARGET:.0f} on "
+                             f"{reached} of {len(records)}")
     axis.axhline(TARGET, color="grey", linestyle="--", linewidth=0.8)
     axis.set_xlabel("environment steps")
     axis.set_ylabel(f"training return (mean of last {window} episodes)")
@@ -260,7 +250,7 @@ def plot_ablation(records, runs_dir, png_path, window=100):
         for name, _ in SETTINGS:
             runs = [r for r in records if r["policy_lag"] == lag
                     and r["setting"] == name]
-            curves = np.array([_return_curve(runs_dir / r["run"] / "episodes.csv",
+            curves = np.array([return_curve(runs_dir / r["run"] / "episodes.csv",
                                              grid, window) for r in runs])
             evals = ", ".join(f"{r['eval_greedy']:.0f}" for r in runs)
             line, = axis.plot(grid, curves.mean(0),

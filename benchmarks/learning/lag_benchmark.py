@@ -67,6 +67,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 
+from benchmarks.learning import _plotting  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 from benchmarks.learning._stats import bootstrap_band  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 from tf_vtrace.agent import backends, policy_lag  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
 from tf_vtrace.agent import envs as envs_lib  # noqa: E402 (after TF_CPP_MIN_LOG_LEVEL)
@@ -306,11 +307,9 @@ def plot(rows, png_path):
                     continue
                 x = np.asarray(row["grid_env_steps"])
                 # One colour per correction in every panel.
-                color = f"C{CORRECTIONS.index(row['correction'])}"
-                axis.plot(x, row["curve_mean"], color=color,
-                          label=row["correction"])
-                axis.fill_between(x, row["curve_ci95_low"], row["curve_ci95_high"],
-                                  color=color, alpha=0.2)
+                _plotting.band(axis, x, row["curve_mean"], row["curve_ci95_low"],
+                               row["curve_ci95_high"], label=row["correction"],
+                               color=f"C{CORRECTIONS.index(row['correction'])}")
             axis.set_title(f"{env_id}, lag {lag}", fontsize=9)
             axis.set_xlabel("env steps")
         axes[i][0].set_ylabel("training return")

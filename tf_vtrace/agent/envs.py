@@ -10,6 +10,11 @@ Kinds of environment, chosen by id:
 
 * any registered gymnasium env with a `Discrete` action space (CartPole-v1,
   Acrobot-v1, ...), one action head;
+* a user's env: ``module:EnvId-v0`` (gymnasium's own form: ``module`` is
+  imported, then ``EnvId-v0`` looked up in the registry it filled) or
+  ``module:ClassName`` (a `gymnasium.Env` subclass, made with no arguments).
+  The id carries the module, so worker processes and Ray actors, each a
+  fresh interpreter, import it themselves;
 * ``tf_vtrace/CartPoleForce-v0`` (registered here): CartPole whose action is
   `MultiDiscrete([2, 3])`, a push direction and a force (½, 1 or 3⁄2 times
   CartPole's 10 N), two heads for `tf_vtrace.multi_from_logits`;
@@ -28,14 +33,24 @@ Kinds of environment, chosen by id:
 """
 
 import functools
+import importlib
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.envs.classic_control import cartpole as gym_cartpole
+
+from tf_vtrace.agent._vector_envs import (
+    NUMPY_VECTOR_ENV_IDS,
+    CartPoleNumpyVectorEnv,
+    EnvPoolVectorEnv,
+    check_numpy_vector_env,
+    import_envpool,
+)
+from tf_vtrace.agent.config import VECTOR_ENVS
 
 __all__ = ["CartPoleNumpyVectorEnv", "EnvPoolVectorEnv", "MULTI_DISCRETE_ID",
-           "NUMPY_VECTOR_ENV_IDS", "STATELESS_CARTPOLE_ID", "VECTOR_ENVS", "check_env_id",
-           "check_envpool", "check_numpy_vector_env", "env_spaces",
+           "NUMPY_VECTOR_ENV_IDS", "STATELESS_CARTPOLE_ID", "VECTOR_ENVS",
+           "check_action_space", "check_env_id", "check_envpool",
+           "check_numpy_vector_env", "check_observation_space", "env_spaces",
            "head_sizes", "make_env", "make_vector_env", "to_env_actions"]
 
 MULTI_DISCRETE_ID = "tf_vtrace/CartPoleForce-v0"
@@ -130,12 +145,46 @@ def _make_minatar(env_id, kwargs):
     return gym.wrappers.DtypeObservation(gym.make(env_id, **kwargs), np.float32)
 
 
+def _split_module(env_id):
+    """``(module, name)`` of a ``module:name`` id, else ``(None, env_id)``."""
+    module, colon, name = env_id.rpartition(":")
+    return (module, name) if colon and module else (None, env_id)
+
+
+def _import_env_module(env_id):
+    """Imports the module of a ``module:name`` id (None without one), or
+    raises a ValueError naming `Config.env_id`."""
+    module, _ = _split_module(env_id)
+    if module is None:
+        return None
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise ValueError(
+            f"Config.env_id: cannot import {module!r}, the module of "
+            f"{env_id!r} ({type(error).__name__}: {error}); is it installed "
+            f"or on PYTHONPATH?") from None
+
+
+def _env_class(env_id):
+    """The `gymnasium.Env` subclass a ``module:ClassName`` id names, or None
+    (any other id, ``module:EnvId-v0`` included)."""
+    module = _import_env_module(env_id)
+    name = _split_module(env_id)[1]
+    if module is None or name in gym.registry:
+        return None
+    candidate = getattr(module, name, None)
+    if isinstance(candidate, type) and issubclass(candidate, gym.Env):
+        return candidate
+    return None
+
+
 def make_env(env_id, max_episode_steps=None):
     """One environment, with the Atari preprocessing for ``ALE/`` ids and
     float32 observations for ``MinAtar/`` ids.
 
     Args:
-      env_id: A gymnasium id.
+      env_id: A gymnasium id, ``module:EnvId-v0`` or ``module:ClassName``.
       max_episode_steps: Overrides the registered time limit (None: keep it).
 
     Returns:
@@ -145,6 +194,10 @@ def make_env(env_id, max_episode_steps=None):
         "max_episode_steps": max_episode_steps}
     if env_id.startswith(MINATAR_PREFIX):
         return _make_minatar(env_id, kwargs)
+    env_class = _env_class(env_id)
+    if env_class is not None:  # gym.make's wrappers, as for a registered id.
+        return gym.make(gym.envs.registration.EnvSpec(
+            id=env_id, entry_point=env_class), **kwargs)
     if not _is_atari(env_id):
         return gym.make(env_id, **kwargs)
     _register_atari()
@@ -167,21 +220,49 @@ def env_spaces(env_id):
 
 def head_sizes(action_space):
     """Number of actions per head: (n,) for Discrete, nvec for MultiDiscrete."""
+    check_action_space(action_space)
     if isinstance(action_space, gym.spaces.Discrete):
         return (int(action_space.n),)
-    if (isinstance(action_space, gym.spaces.MultiDiscrete)
+    return tuple(int(n) for n in action_space.nvec)
+
+
+def _one_line(space):
+    return " ".join(str(space).split())
+
+
+def check_action_space(action_space):
+    """Raises a ValueError naming `Config.env_id` unless the agent can act
+    in `action_space` (one head per Discrete, or per MultiDiscrete entry)."""
+    if isinstance(action_space, gym.spaces.Discrete) or (
+            isinstance(action_space, gym.spaces.MultiDiscrete)
             and action_space.nvec.ndim == 1):
-        return tuple(int(n) for n in action_space.nvec)
+        return
     raise ValueError(
-        f"Config.env_id: only Discrete and 1-D MultiDiscrete action spaces are "
-        f"supported, got {action_space}.")
+        f"Config.env_id: the action space {_one_line(action_space)} is not "
+        f"supported; supported: Discrete and 1-D MultiDiscrete.")
+
+
+def check_observation_space(observation_space):
+    """Raises a ValueError naming `Config.env_id` unless the networks take
+    `observation_space` (a Box of at least one dimension)."""
+    if (isinstance(observation_space, gym.spaces.Box)
+            and len(observation_space.shape) >= 1):
+        return
+    raise ValueError(
+        f"Config.env_id: the observation space "
+        f"{_one_line(observation_space)} is not supported; supported: a Box "
+        f"of rank >= 1 (rank 3: images or grids to a CNN, else flattened to "
+        f"an MLP). gymnasium.wrappers.FlattenObservation turns Discrete, Tuple and "
+        f"Dict observations into a Box.")
 
 
 def check_env_id(env_id):
-    """Raises a ValueError naming `Config.env_id` unless it can be trained.
+    """Raises a ValueError naming `Config.env_id` unless it can be trained:
+    it names an env (registered, ``module:EnvId-v0`` or
+    ``module:ClassName``) whose spaces the agent supports.
 
     Args:
-      env_id: A gymnasium id.
+      env_id: A gymnasium id, ``module:EnvId-v0`` or ``module:ClassName``.
     """
     if not isinstance(env_id, str):
         raise ValueError(f"Config.env_id must be a gymnasium id string, got "
@@ -190,194 +271,28 @@ def check_env_id(env_id):
         _register_atari()
     if env_id.startswith(MINATAR_PREFIX):
         _register_minatar()
-    try:
-        gym.spec(env_id)
-    except gym.error.Error as error:
-        raise ValueError(
-            f"Config.env_id: {env_id!r} is not a registered gymnasium "
-            f"environment ({error}).") from None
+    if _env_class(env_id) is None:
+        _check_registered(env_id)
     observation_space, action_space = env_spaces(env_id)
-    head_sizes(action_space)
-    if not isinstance(observation_space, gym.spaces.Box):
-        raise ValueError(f"Config.env_id: observations must be a Box (array), "
-                         f"got {observation_space}.")
+    check_action_space(action_space)
+    check_observation_space(observation_space)
 
 
-VECTOR_ENVS = ("auto", "gymnasium", "numpy", "envpool")
-
-# The ids whose NumPy-vectorized implementation gymnasium registers
-# (`vector_entry_point`) and `CartPoleNumpyVectorEnv` adapts.
-NUMPY_VECTOR_ENV_IDS = ("CartPole-v0", "CartPole-v1")
-
-
-class CartPoleNumpyVectorEnv(gym_cartpole.CartPoleVectorEnv):
-    """gymnasium's NumPy-vectorized CartPole with same-step auto-reset.
-
-    gymnasium registers, next to CartPole's one-env class, `CartPoleVectorEnv`:
-    the same physics on arrays [4, B] in one NumPy step for all B envs (tens
-    of µs where `SyncVectorEnv` of B `CartPoleEnv`s takes ~10 µs per env).
-    It resets an env on the step *after* its episode ended
-    (`AutoresetMode.NEXT_STEP`). This subclass keeps its spaces, state,
-    reset and generator and steps them itself (`_cartpole_euler_step`:
-    gymnasium's expressions, without its per-step action-space check and
-    deferred-reset masking: 47 → 34 µs a step on 16 envs): the ended envs are
-    reset at once, as the parent's next step would reset them (new states
-    uniform in [low, high] from its generator, step counts 0), so that `step`
-    returns what `SyncVectorEnv` with `AutoresetMode.SAME_STEP` does: the
-    next episode's first observation, the ended one's last in
-    ``info["final_obs"]`` (mask ``info["_final_obs"]``). Rewards come as
-    float64, as `SyncVectorEnv`'s.
-
-    Stepping and resetting read and write the parent's arrays (``state``,
-    ``steps``) and constants: gymnasium internals, pinned by
-    constraints.txt; tests/test_vector_envs.py checks every transition
-    against gymnasium's `CartPoleEnv` stepped from the same state.
-
-    Args:
-      env_id: One of `NUMPY_VECTOR_ENV_IDS`.
-      num_envs: B.
-      max_episode_steps: The time limit (None: the id's own, 500 or 200).
-    """
-
-    def __init__(self, env_id, num_envs, max_episode_steps=None):
-        check_numpy_vector_env(env_id)
-        super().__init__(
-            num_envs=num_envs,
-            max_episode_steps=(max_episode_steps
-                               or gym.spec(env_id).max_episode_steps))
-
-    def step(self, actions):
-        actions = np.asarray(actions)
-        if (actions.shape != (self.num_envs,) or actions.dtype.kind not in "iu"
-                or (actions & ~1).any()):
-            raise ValueError(f"CartPoleNumpyVectorEnv.step: actions must be "
-                             f"{self.num_envs} integers in {{0, 1}}, got "
-                             f"{actions!r}.")
-        self.state = _cartpole_euler_step(self, self.state, actions)
-        x, theta = self.state[0], self.state[2]
-        terminated = ((x < -self.x_threshold) | (x > self.x_threshold)
-                      | (theta < -self.theta_threshold_radians)
-                      | (theta > self.theta_threshold_radians))
-        self.steps += 1
-        truncated = self.steps >= self.max_episode_steps
-        observations = self.state.T.astype(np.float32)
-        done = terminated | truncated
-        info = {}
-        if done.any():  # The same-step reset, as the parent's next step would.
-            info = {"final_obs": observations, "_final_obs": done}
-            self.state[:, done] = self.np_random.uniform(
-                low=self.low, high=self.high, size=(4, int(done.sum())))
-            self.steps[done] = 0
-            observations = self.state.T.astype(np.float32)
-        return (observations, np.ones(self.num_envs), terminated, truncated,
-                info)
-
-
-def _cartpole_euler_step(env, state, actions):
-    """CartPole's dynamics (Barto, Sutton & Anderson 1983, as corrected by
-    Florian 2005), one explicit Euler step of all envs: `state` [4, B]
-    float64 (x, ẋ, θ, θ̇), actions [B] in {0, 1} (push left, right).
-
-    The expressions and their order are gymnasium's `CartPoleEnv.step`, so
-    the result is the same to the bit (tests/test_vector_envs.py); written
-    here because gymnasium's own vector step also checks the action space
-    and masks the next step's resets (`CartPoleNumpyVectorEnv`).
-    """
-    x, x_dot, theta, theta_dot = state
-    force = np.where(actions == 1, env.force_mag, -env.force_mag)
-    costheta, sintheta = np.cos(theta), np.sin(theta)
-    temp = (force + env.polemass_length * np.square(theta_dot) * sintheta
-            ) / env.total_mass
-    thetaacc = (env.gravity * sintheta - costheta * temp) / (
-        env.length * (4.0 / 3.0 - env.masspole * np.square(costheta)
-                      / env.total_mass))
-    xacc = temp - env.polemass_length * thetaacc * costheta / env.total_mass
-    return np.stack((x + env.tau * x_dot, x_dot + env.tau * xacc,
-                     theta + env.tau * theta_dot,
-                     theta_dot + env.tau * thetaacc))
-
-
-def check_numpy_vector_env(env_id):
-    """Raises a ValueError naming `Config.vector_env` unless `env_id` has a
-    NumPy vector implementation here (`NUMPY_VECTOR_ENV_IDS`)."""
-    if env_id not in NUMPY_VECTOR_ENV_IDS:
-        raise ValueError(
-            f"Config.vector_env: no NumPy-vectorized {env_id!r} (gymnasium's "
-            f"are adapted for {', '.join(NUMPY_VECTOR_ENV_IDS)}); use "
-            f"vector_env='gymnasium' or 'auto'.")
-
-
-class EnvPoolVectorEnv:
-    """EnvPool's C++ vector env behind gymnasium's same-step auto-reset.
-
-    EnvPool resets an env on the step *after* its episode ended (that step
-    ignores the action and returns the first observation with reward 0).
-    Here the ended envs are stepped again at once, alone (EnvPool's
-    ``step(actions, env_id)``), so that `step` returns what a gymnasium
-    vector env with `AutoresetMode.SAME_STEP` does: the next episode's
-    first observation, the ended one's last in ``info["final_obs"]`` (with
-    the mask ``info["_final_obs"]``); the reset step's reward 0 is not a
-    step of either episode and is dropped.
-
-    One difference remains: an episode that terminates on the time limit's
-    step is reported truncated only (EnvPool's own convention: its
-    ``elapsed_step`` reaching the limit wins; gymnasium's TimeLimit reports
-    both, and the unroll contract counts that as terminated), so that step
-    bootstraps from V of its final observation. Rare (CartPole: a fall on
-    exactly step 500), and measured in tests/test_envpool.py.
-
-    Args:
-      env_id: An id that EnvPool and gymnasium both know (`check_envpool`).
-      num_envs: B.
-      seed: Env i is seeded with seed + i (EnvPool's convention).
-      max_episode_steps: Overrides the time limit (None: the env's own).
-    """
-
-    def __init__(self, env_id, num_envs, seed, max_episode_steps=None):
-        envpool = _import_envpool()
-        kwargs = {} if max_episode_steps is None else {
-            "max_episode_steps": max_episode_steps}
-        self._pool = envpool.make(env_id, env_type="gymnasium",
-                                  num_envs=num_envs, seed=seed, **kwargs)
-        self._noop = np.zeros(num_envs, np.int32)
-
-    def reset(self, seed=None):
-        """First observations (EnvPool seeds at `make`: `seed` is ignored)."""
-        observations, _ = self._pool.reset()
-        return observations, {}
-
-    def step(self, actions):
-        observations, rewards, terminated, truncated, _ = self._pool.step(
-            np.asarray(actions))
-        done = terminated | truncated
-        info = {}
-        if done.any():
-            ended = np.flatnonzero(done).astype(np.int32)
-            info = {"final_obs": observations.copy(), "_final_obs": done}
-            first, *_, reset_info = self._pool.step(self._noop[:ended.size],
-                                                    ended)
-            observations = observations.copy()
-            observations[reset_info["env_id"]] = first
-        return observations, rewards.astype(np.float64), terminated, truncated, info
-
-    def close(self):
-        self._pool.close()
-
-
-def _import_envpool():
+def _check_registered(env_id):
+    module, name = _split_module(env_id)
     try:
-        import envpool
-    except ImportError as error:
-        raise ImportError(
-            "Config.vector_env='envpool' needs EnvPool: pip install "
-            "'tf-vtrace[envpool]'.") from error
-    return envpool
+        gym.spec(name)
+    except gym.error.Error as error:
+        what = ("is not a registered gymnasium environment" if module is None
+                else f"is neither an env id that {module!r} registers nor a "
+                     f"gymnasium.Env subclass in it")
+        raise ValueError(f"Config.env_id: {env_id!r} {what} ({error}).") from None
 
 
 def check_envpool(env_id):
     """Raises a ValueError naming `Config.vector_env` unless EnvPool has
     `env_id` with gymnasium's observation and action spaces."""
-    envpool = _import_envpool()
+    envpool = import_envpool()
     if env_id not in envpool.list_all_envs():
         raise ValueError(
             f"Config.vector_env: EnvPool has no env {env_id!r} (use "
