@@ -368,3 +368,88 @@ def test_pack_targets_names_an_argument_given_none(name):
     with pytest.raises(ValueError, match=rf"`{name}` must be a tensor or an array, "
                                          r"got NoneType"):
         tf_vtrace.pack_targets(**args)
+
+
+# --- Inputs that used to pass silently or fail opaquely ------------------------
+
+
+@pytest.mark.parametrize("dones", [
+    np.zeros([4, 3], bool), tf.zeros([4, 3], tf.bool), [[False] * 3] * 4])
+def test_bool_discounts_are_refused(dones):
+    """A `dones` array is the inverse of discounts: as 0.0/1.0 it would cut
+    every step that did not end an episode and keep the terminal ones."""
+    batch = inputs()
+    batch["discounts"] = dones
+    with pytest.raises(TypeError, match=r"`discounts` must be floating point, "
+                                        r"got bools: .*gamma \* \(1 - dones\)"):
+        tf_vtrace.from_importance_weights(**batch)
+
+
+def test_bool_rewards_are_refused():
+    batch = inputs()
+    batch["rewards"] = np.ones([4, 3], bool)
+    with pytest.raises(TypeError, match="`rewards` must be floating point"):
+        tf_vtrace.from_importance_weights(**batch)
+
+
+def test_fewer_behaviour_heads_than_target_heads_names_the_argument():
+    batch = logits_inputs()
+    logits, actions = batch["target_policy_logits"], batch["actions"]
+    with pytest.raises(ValueError, match="`behaviour_policy_logits` has 1 heads "
+                                         "but `target_policy_logits` has 2"):
+        tf_vtrace.multi_from_logits(
+            [logits], [logits, logits], [actions, actions], batch["discounts"],
+            batch["rewards"], batch["values"], batch["bootstrap_value"])
+
+
+def test_a_trailing_value_axis_blames_values():
+    """A Dense(1) value head gives [T, B, 1]: upstream (scalable_agent, RLlib)
+    takes [T, B] values; the error names `values`, not the logits."""
+    batch = logits_inputs()
+    batch["values"] = batch["values"][..., None]
+    with pytest.raises(ValueError, match=r"`values` has shape \(4, 3, 1\).*"
+                                         r"tf.squeeze\(values, -1\)"):
+        tf_vtrace.from_logits(**batch)
+
+
+def test_a_size_one_batch_axis_broadcasts_as_upstream():
+    """[T, 1] discounts broadcast over B, as in scalable_agent and RLlib
+    (their arithmetic broadcasts; they check ranks only): the targets of the
+    [T, B] tiling."""
+    batch = inputs()
+    batch["discounts"] = tf.constant([[0.9], [0.0], [0.5], [1.0]])
+    batch["rewards"] = tf.reshape(tf.range(12, dtype=tf.float32), [4, 3])
+    broadcast = tf_vtrace.from_importance_weights(**batch)
+    tiled = tf_vtrace.from_importance_weights(
+        **dict(batch, discounts=tf.tile(batch["discounts"], [1, 3])))
+    np.testing.assert_array_equal(broadcast.vs, tiled.vs)  # the same ops
+
+
+def _in_callers_xla_function(batch):
+    spec = tf.TensorSpec([None, None])
+
+    @tf.function(jit_compile=True, input_signature=[spec] * 4 + [tf.TensorSpec([None])])
+    def targets(log_rhos, discounts, rewards, values, bootstrap_value):
+        return tf_vtrace.from_importance_weights(
+            log_rhos, discounts, rewards, values, bootstrap_value).vs
+
+    return targets(**batch)
+
+
+@pytest.mark.parametrize("name,shape,node", [
+    ("rewards", [1, 3], "rewards_must_have_the_size_of_values_along_axis_0"),
+    ("rewards", [5, 3], "rewards_must_have_the_size_of_values_along_axis_0"),
+    ("discounts", [4, 1], "discounts_must_have_the_size_of_values_along_axis_1"),
+    ("bootstrap_value", [1], "bootstrap_value_must_be_B_of_values"),
+])
+def test_unknown_sizes_inside_a_callers_xla_function_name_the_argument(
+        name, shape, node):
+    """XLA drops asserts, but compiles for the run's sizes: a size that does
+    not match fails that compilation at a node named after the argument,
+    rather than broadcasting silently (a [1, B] `rewards`) or failing in the
+    arithmetic."""
+    batch = inputs()
+    _in_callers_xla_function(batch)  # Matching sizes compile and run.
+    batch[name] = tf.zeros(shape)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=node):
+        _in_callers_xla_function(batch)

@@ -113,6 +113,41 @@ def test_wrong_structures_get_clear_errors():
         pack_targets(**dict(data, rewards=np.ones([B])))
 
 
+@pytest.mark.parametrize("channels", [A, 1])
+def test_logits_alone_or_value_alone_blame_y_pred(channels):
+    """A model that left out its value column, or the logits or the value of
+    a two-output model (which tf_keras hands the loss one at a time): the
+    error names `y_pred` and the concatenation, not `y_true`."""
+    _, data = _batch()
+    with pytest.raises(ValueError, match=r"`y_pred` has \d+ channels but `y_true` .*"
+                                         r"Concatenate\(\)\(\[logits, value\]\)"):
+        ImpalaLoss()(pack_targets(**data), tf.zeros([B, T + 1, channels]))
+
+
+def test_a_two_output_model_fails_before_the_loss_in_keras_3():
+    """Keras 3 maps a single loss over a list of outputs and raises its own
+    KeyError before any loss runs (no loss can refuse it or support it):
+    ImpalaLoss' docstring names the fix, one Concatenate output."""
+    obs, data = _batch()
+    inputs = keras.Input((None, OBS))
+    model = keras.Model(inputs, [keras.layers.Dense(A)(inputs),
+                                 keras.layers.Dense(1)(inputs)])
+    model.compile("sgd", loss=ImpalaLoss())
+    with pytest.raises(KeyError, match="in the `loss` argument"):
+        model.fit(obs, pack_targets(**data), verbose=0)
+    assert "Concatenate()([logits, value])" in ImpalaLoss.__doc__
+
+
+def test_pack_targets_refuses_bool_discounts_and_takes_bool_masks():
+    _, data = _batch()
+    with pytest.raises(TypeError, match=r"`discounts` must be floating point, got "
+                                        r"bools: .*gamma \* \(1 - dones\)"):
+        pack_targets(**dict(data, discounts=data["discounts"] == 0))
+    valid = np.ones([B, T], bool)
+    np.testing.assert_array_equal(pack_targets(**data, mask=valid),
+                                  pack_targets(**data))
+
+
 def test_compile_fit_lowers_the_loss_and_shows_diagnostics():
     obs, data = _batch()
     model = _model()

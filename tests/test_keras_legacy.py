@@ -104,6 +104,18 @@ SCRIPT = textwrap.dedent("""
                     data["rewards"].astype(np.float32), y_pred[..., A])
     assert targets["vs"].shape == (B, T)
     assert VTrace.from_config(layer.get_config()).lambda_ == 0.9
+
+    # Two outputs [logits, value]: tf_keras hands the loss each output alone;
+    # the error blames `y_pred` and names the concatenation.
+    two_outputs = tf_keras.Model(inp, [tf_keras.layers.Dense(A)(hidden),
+                                       tf_keras.layers.Dense(1)(hidden)])
+    two_outputs.compile("sgd", loss=ImpalaLoss())
+    try:
+        two_outputs.fit(obs, y_true, verbose=0)
+    except ValueError as error:
+        assert "Concatenate()([logits, value])" in str(error), error
+    else:
+        raise AssertionError("a model with two outputs trained")
     print("LEGACY_OK", float(loss_before), history["loss"][-1])
 """)
 

@@ -14,8 +14,10 @@ input of the wrong rank is reported as such (their tests match the phrase
 
 import collections
 import contextlib
+import functools
 import numbers
 import operator
+import re
 import threading
 
 import numpy as np
@@ -26,6 +28,8 @@ from tf_vtrace import _tensors, _tf_private
 __all__ = [
     "HALF_DTYPES",
     "check_choice",
+    "is_bool",
+    "refuse_bool",
     "to_float_tensor",
     "check_rank",
     "check_same_shape",
@@ -38,6 +42,8 @@ __all__ = [
     "check_threshold",
     "check_alpha",
     "with_dependencies",
+    "assert_shapes_equal",
+    "enforced",
     "legacy_keras_active",
     "require",
     "collecting",
@@ -121,6 +127,30 @@ def to_head_tensors(heads, name):
     return [to_tensor(head, name) for head in _tensors.as_head_list(heads, name)]
 
 
+def is_bool(value):
+    """Whether `value` is a bool, or an array or tensor (or list) of bools,
+    which `dtype_hint` would quietly turn into 0.0 and 1.0."""
+    if isinstance(value, (bool, np.bool_)):
+        return True
+    dtype = getattr(value, "dtype", None)
+    if isinstance(dtype, tf.DType):
+        return dtype == tf.bool
+    if isinstance(dtype, np.dtype):
+        return dtype == np.bool_
+    if isinstance(value, (list, tuple)):
+        return np.asarray(value).dtype == np.bool_
+    return False
+
+
+def refuse_bool(value, name):
+    """Raises naming `name` when `value` holds bools: a `dones` array passed
+    as `discounts` would otherwise be read as the inverted discounts."""
+    if is_bool(value):
+        hint = (": an episode's `dones` are not discounts, pass "
+                "gamma * (1 - dones)") if name == "discounts" else ""
+        raise TypeError(f"`{name}` must be floating point, got bools{hint}.")
+
+
 def to_float_tensor(value, name, dtype=None):
     """Converts `value` to a floating tensor of `dtype`, or raises naming `name`.
 
@@ -130,6 +160,7 @@ def to_float_tensor(value, name, dtype=None):
     (where numpy arguments arrive as tensors) in agreement. Non-float inputs
     are an error.
     """
+    refuse_bool(value, name)
     # dtype_hint converts Python numbers straight to `dtype` (0.9 in float64
     # stays 0.9, not float32's 0.8999999762); arrays keep their own dtype.
     tensor = to_tensor(value, name, dtype_hint=dtype)
@@ -165,10 +196,10 @@ def check_same_shape(tensor, name, reference, reference_name, time_major):
             "same T, B and trailing dims.")
     if tensor.shape.is_fully_defined() and reference.shape.is_fully_defined():
         return []
-    return [tf.debugging.assert_equal(
+    return [assert_shapes_equal(
         tf.shape(tensor), tf.shape(reference),
-        message=f"`{name}` must have the shape of `{reference_name}`, "
-                f"{_layout(time_major)}")]
+        f"`{name}` must have the shape of `{reference_name}`, "
+        f"{_layout(time_major)}")]
 
 
 class SequenceShape(collections.namedtuple(
@@ -249,9 +280,9 @@ def _broadcast_asserts(named, shape, time_axis):
     owners, dims = shape.owners, shape.static.as_list()
     asserts = []
     if dims[time_axis] is None:
-        asserts.append(tf.debugging.assert_positive(
-            tf.shape(owners[time_axis][1])[time_axis],
-            message="`values` must have T >= 1 steps (T = 0 given)"))
+        asserts.append(assert_shapes_equal(
+            tf.minimum(tf.shape(owners[time_axis][1])[time_axis], 1), 1,
+            "`values` must have T >= 1 steps (T = 0 given)"))
     for name, tensor in named:
         for axis, dim in enumerate(tensor.shape.as_list()):
             owner = owners[axis]
@@ -259,11 +290,10 @@ def _broadcast_asserts(named, shape, time_axis):
                 continue
             expected = (dims[axis] if dims[axis] is not None
                         else tf.shape(owner[1])[axis])
-            asserts.append(tf.debugging.assert_equal(
+            asserts.append(assert_shapes_equal(
                 tf.shape(tensor)[axis], expected,
-                message=f"`{name}` must have the size of `{owner[0]}` along "
-                        f"axis {axis} (only a size 1 known when traced "
-                        "broadcasts)"))
+                f"`{name}` must have the size of `{owner[0]}` along axis "
+                f"{axis} (only a size 1 known when traced broadcasts)"))
     return asserts
 
 
@@ -293,9 +323,9 @@ def check_bootstrap_shape(bootstrap_value, shape, time_major):
     dynamic = shape.dynamic()
     expected_dynamic = tf.concat(
         [dynamic[:time_axis], dynamic[time_axis + 1:]], axis=0)
-    return [tf.debugging.assert_equal(
+    return [assert_shapes_equal(
         tf.shape(bootstrap_value), expected_dynamic,
-        message="`bootstrap_value` must be [B, ...] of `values`")]
+        "`bootstrap_value` must be [B, ...] of `values`")]
 
 
 def _check_unit_interval(value, name):
@@ -377,6 +407,72 @@ def with_dependencies(assertions, tensors):
         return [tf.identity(t) for t in tensors]
 
 
+def _node_name(message):
+    """`message` up to its first parenthesis, as a graph node name."""
+    words = re.sub(r"[^A-Za-z0-9]+", "_", message.split("(")[0]).strip("_")
+    return words[:120] or "tf_vtrace_check"
+
+
+def assert_shapes_equal(actual, expected, message):
+    """An op that fails unless the int32 shapes (or sizes) `actual` and
+    `expected` are equal, `message` saying what was expected.
+
+    An assert (InvalidArgumentError with `message` when it runs), except
+    inside an XLA function, which drops asserts but knows every size when it
+    compiles: there a fill whose size is -1 where the check fails, which XLA
+    rejects when it compiles the function ("negative dimension size"), naming
+    the node, which is named after `message`.
+    """
+    if not _tf_private.in_xla_context():
+        return tf.debugging.assert_equal(actual, expected, message=message)
+    ok = tf.reduce_all(tf.equal(actual, expected))
+    return tf.fill(tf.where(ok, 0, -1)[None], 0, name=_node_name(message))
+
+
+# Per thread, the graph asserts of the `enforced` calls being traced.
+_PENDING = threading.local()
+
+
+def _pending(assertion):
+    """Hands the graph assert `assertion` to the `enforced` call being
+    traced, whose outputs will wait on it."""
+    stack = getattr(_PENDING, "stack", None)
+    if stack:
+        stack[-1].append(assertion)
+
+
+def enforced(function):
+    """`function` (a public entry point) with its run-time checks enforced
+    in a TF1 graph: its tensor outputs wait on the asserts that `require`
+    and `raise_packed` made while it was traced.
+
+    Eagerly the checks raise where they are made; inside a `tf.function`
+    its automatic control dependencies run every assert. A TF1 graph
+    (`tf.compat.v1.Session`) runs only what the fetched outputs need, so
+    there the outputs carry the asserts as control dependencies.
+    """
+    @functools.wraps(function)
+    def checked(*args, **kwargs):
+        if tf.executing_eagerly() or tf.inside_function():
+            return function(*args, **kwargs)
+        stack = getattr(_PENDING, "stack", None)
+        if stack is None:
+            stack = _PENDING.stack = []
+        stack.append([])
+        try:
+            outputs = function(*args, **kwargs)
+        finally:
+            assertions = stack.pop()
+        if stack:  # The enclosing entry point's outputs wait on them too.
+            stack[-1].extend(assertions)
+        if not assertions:
+            return outputs
+        with tf.control_dependencies(assertions):
+            return tf.nest.map_structure(
+                lambda x: tf.identity(x) if tf.is_tensor(x) else x, outputs)
+    return checked
+
+
 # --- Value checks that hold under XLA ----------------------------------------
 #
 # XLA drops assert ops, so a check on values cannot raise inside a compiled
@@ -432,7 +528,7 @@ def require(ok, message):
         if not bool(ok):
             raise ValueError(message)
     elif not _tf_private.in_xla_context():
-        tf.debugging.Assert(ok, [message], name="tf_vtrace_check")
+        _pending(tf.debugging.Assert(ok, [message], name="tf_vtrace_check"))
 
 
 def pack(checks):
@@ -482,7 +578,7 @@ def raise_packed(code):
     messages = tf.constant(list(_BITS), tf.string)
     bits = tf.constant(list(_BITS.values()), code.dtype)
     failed = tf.boolean_mask(messages, tf.not_equal(tf.bitwise.bitwise_and(code, bits), 0))
-    tf.debugging.Assert(tf.equal(code, 0), [failed], name="tf_vtrace_checks")
+    _pending(tf.debugging.Assert(tf.equal(code, 0), [failed], name="tf_vtrace_checks"))
 
 
 def refuse_unraisable(validate_args):
@@ -540,13 +636,25 @@ def check_matches(tensor, label, reference, expected_text, extra_axes=0):
             f"{reference.shape}{' + [P]' if extra_axes else ''} (no axis broadcasts).")
     if leading.is_fully_defined() and reference.shape.is_fully_defined():
         return []
-    return [tf.debugging.assert_equal(
+    return [assert_shapes_equal(
         tf.shape(tensor)[:rank], tf.shape(reference),
-        message=f"{label} must be {expected_text}")]
+        f"{label} must be {expected_text}")]
 
 
 def _label(name, index, count):
     return f"`{name}`" if count == 1 else f"`{name}[{index}]`"
+
+
+def _check_value_axis(values, target_logits):
+    """Blames `values` [T, B, 1] (a Dense(1) value head, unsqueezed) where
+    the logits [T, B, P] say the steps are [T, B]."""
+    if (values.shape.rank is not None and values.shape.rank >= 3
+            and values.shape[-1] == 1 and target_logits.shape.rank == values.shape.rank
+            and target_logits.shape[:-1].is_compatible_with(values.shape[:-1])):
+        raise ValueError(
+            f"`values` has shape {values.shape} but the logits' shape "
+            f"{target_logits.shape} says the steps are {values.shape[:-1]}: "
+            "squeeze the value head's last axis, tf.squeeze(values, -1).")
 
 
 def check_heads(target_logits, behaviour_logits, actions, values, categorical):
@@ -558,13 +666,16 @@ def check_heads(target_logits, behaviour_logits, actions, values, categorical):
     shape, its actions `values`' shape (Categorical; a `dist_class` may add
     event axes).
     """
-    if len(actions) != len(target_logits):
-        raise ValueError(
-            f"`actions` has {len(actions)} heads but the logits have "
-            f"{len(target_logits)}; pass one entry per action head.")
+    for name, heads in (("actions", actions),
+                        ("behaviour_policy_logits", behaviour_logits)):
+        if heads is not None and len(heads) != len(target_logits):
+            raise ValueError(
+                f"`{name}` has {len(heads)} heads but `target_policy_logits` "
+                f"has {len(target_logits)}; pass one entry per action head.")
     count, asserts = len(target_logits), []
     for k, (target, head_actions) in enumerate(zip(target_logits, actions)):
         if categorical:
+            _check_value_axis(values, target)
             asserts += check_matches(
                 target, _label("target_policy_logits", k, count), values,
                 "`values`' shape plus the logits' axis", extra_axes=1)

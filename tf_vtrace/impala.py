@@ -325,6 +325,7 @@ def _targets_and_heads(inputs, options):
     return targets, heads
 
 
+@_checks.enforced
 def vtrace_targets(behaviour_policy_logits,
                    target_policy_logits,
                    actions,
@@ -594,6 +595,7 @@ def _loss_sums(inputs, options, costs, with_diagnostics):
             _step_counts(valid_float), diagnostics)
 
 
+@_checks.enforced
 def impala_loss(behaviour_policy_logits,
                 target_policy_logits,
                 actions,

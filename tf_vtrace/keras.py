@@ -75,7 +75,10 @@ def _head_list(heads):
     return list(heads) if isinstance(heads, (list, tuple)) else [heads]
 
 
-def _as_float(value, name):
+def _as_float(value, name, bools=False):
+    """`value` as float32; bools (a mask, truncation flags) only if `bools`."""
+    if not bools:
+        _checks.refuse_bool(value, name)
     return tf.cast(_checks.to_tensor(value, name), tf.float32)
 
 
@@ -115,11 +118,13 @@ def pack_targets(actions, rewards, discounts, behaviour_policy_logits, *,
                 f"`rewards` must be [B, T] (batch-major), got shape {rewards.shape}.")
         ones = tf.ones_like(rewards)
         columns = [rewards, _as_float(discounts, "discounts"),
-                   ones if mask is None else _as_float(mask, "mask"),
-                   0. * ones if truncated is None else _as_float(truncated, "truncated"),
+                   ones if mask is None else _as_float(mask, "mask", bools=True),
+                   0. * ones if truncated is None else _as_float(
+                       truncated, "truncated", bools=True),
                    0. * ones if truncation_values is None else _as_float(
                        truncation_values, "truncation_values")]
-        action_columns = [_as_float(a, "actions") for a in _head_list(actions)]
+        action_columns = [_as_float(a, "actions", bools=True)
+                          for a in _head_list(actions)]
         if len(action_columns) == 1 and action_columns[0].shape.rank == 3:
             action_columns = tf.unstack(action_columns[0], axis=-1)
         columns += action_columns
@@ -192,8 +197,31 @@ def _prediction_sizes(y_pred, action_sizes):
     if sum(sizes) + 1 != y_pred.shape[-1]:
         raise ValueError(
             f"`y_pred` has {y_pred.shape[-1]} channels but action_sizes {sizes} "
-            f"need {sum(sizes) + 1} (the logits of each head, then the value).")
+            f"need {sum(sizes) + 1}: the logits of each head, then the value "
+            f"{_CONCATENATE}.")
     return sizes
+
+
+# How a model with separate logits and value outputs gives the packed y_pred.
+_CONCATENATE = ("(a model with two outputs [logits, value] must output one "
+                "tensor: keras.layers.Concatenate()([logits, value]))")
+
+
+def _check_prediction_width(y_true, y_pred, action_sizes):
+    """With one head inferred from `y_pred` (`action_sizes` None), blames
+    `y_pred` when it holds the logits alone or the value alone, of the width
+    `y_true` says: a model that left out the value column, or one with two
+    outputs [logits, value] that tf_keras hands the loss one by one."""
+    if action_sizes is not None or y_true.shape.rank != 3 or y_pred.shape.rank != 3:
+        return
+    width, channels = y_true.shape[-1], y_pred.shape[-1]
+    logits = None if width is None else width - len(TARGET_COLUMNS) - 1
+    if logits is not None and logits >= 1 and channels in (logits, 1):
+        raise ValueError(
+            f"`y_pred` has {channels} channels but `y_true` (width {width}: "
+            f"one head of {logits} logits, action_sizes=None) needs {logits + 1}:"
+            f" the logits, then the value {_CONCATENATE}; for several heads "
+            "pass `action_sizes`.")
 
 
 def unpack_predictions(y_pred, action_sizes=None):
@@ -236,11 +264,12 @@ def _loss_inputs(y_true, y_pred, action_sizes, dist_class):
     if isinstance(y_pred, collections.abc.Mapping):
         preds = {"policy_logits": _head_list(y_pred["policy_logits"]),
                  "values": y_pred["values"]}
-    else:
-        preds = unpack_predictions(y_pred, action_sizes)
-    sizes = [p.shape[-1] for p in preds["policy_logits"]]
     if isinstance(y_true, collections.abc.Mapping):
         y_true = pack_targets(**y_true)
+    if not isinstance(y_pred, collections.abc.Mapping):
+        _check_prediction_width(y_true, y_pred, action_sizes)
+        preds = unpack_predictions(y_pred, action_sizes)
+    sizes = [p.shape[-1] for p in preds["policy_logits"]]
     targets = unpack_targets(y_true, sizes)
     _check_time_axes(y_true, preds["values"])
     actions = targets["actions"]
@@ -263,6 +292,7 @@ def _checked_packed(y_true, y_pred, action_sizes):
     """The packed tensors held to their layout before the compiled call, whose
     trace may not know their sizes: widths, T + 1 and B (a run-time assert
     where unknown when traced, outside any XLA function)."""
+    _check_prediction_width(y_true, y_pred, action_sizes)
     _check_target_width(y_true, _prediction_sizes(y_pred, action_sizes))
     _check_time_axes(y_true, y_pred)
     if not y_true.shape[:1].is_compatible_with(y_pred.shape[:1]):
@@ -384,10 +414,15 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
     reductions and the distribution behaviour): `y_true` is the
     `pack_targets` tensor [B, T, 5 + H + ΣP] and `y_pred` the model's packed
     output [B, T + 1, ΣP + 1] (logits, then value, for T + 1 observations; the
-    last value bootstraps). `call` returns the reduced scalar, so the Keras
-    reduction (`self.reduction`) is fixed to ``"sum"``, a no-op on a scalar
-    that Keras divides by no replica count: the IMPALA reduction is
-    `reduction` (`self.impala_reduction`). Under a `tf.distribute` strategy
+    last value bootstraps). A model with two outputs [logits, value] outputs
+    `keras.layers.Concatenate()([logits, value])` instead: Keras maps one loss
+    over a list of outputs one output at a time (Keras 3 raises a KeyError,
+    "The path: (0,) in the `loss` argument", before any loss runs).
+
+    `call` returns the reduced scalar, so the Keras reduction
+    (`self.reduction`) is fixed to ``"sum"``, a no-op on a scalar that Keras
+    divides by no replica count: the IMPALA reduction is `reduction`
+    (`self.impala_reduction`). Under a `tf.distribute` strategy
     each replica's value is L / N, the global loss over the N replicas, and
     its gradient that of the replica's share, so that Keras reports the
     one-device loss even for a batch split unequally (docs/tutorials/keras.md).
@@ -491,6 +526,7 @@ class ImpalaLoss(_VTraceOptionsOwner, keras.losses.Loss):
                 "loss, scale `baseline_cost`/`entropy_cost` or the learning rate.")
         return super().__call__(y_true, y_pred)
 
+    @_checks.enforced
     def call(self, y_true, y_pred):
         # The loss alone: its compiled call skips the diagnostics' work.
         costs = self._costs(cross_replica=True)

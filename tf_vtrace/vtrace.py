@@ -230,6 +230,7 @@ def _prepare_thresholds(thresholds):
             for name, threshold in thresholds.items()]
 
 
+@_checks.enforced
 def from_importance_weights(log_rhos,
                             discounts,
                             rewards,
@@ -459,6 +460,7 @@ def _check_logits_and_actions(policy_logits, actions):
                     "`actions` must be the logits' shape without the last axis.")
 
 
+@_checks.enforced
 def log_probs_from_logits_and_actions(policy_logits, actions, dist_class=None,
                                       model=None, *, validate_args=False):
     """log p(actions) under the distribution that `policy_logits` parameterize.
@@ -566,6 +568,7 @@ def get_log_rhos(target_action_log_probs, behaviour_action_log_probs):
     return tf.add_n([t - b for t, b in zip(target, behaviour)])
 
 
+@_checks.enforced
 def multi_from_logits(behaviour_policy_logits,
                       target_policy_logits,
                       actions,

@@ -187,18 +187,15 @@ def run_training(config, args):
     """Trains `config` into ``args.out``; returns the exit status."""
     from tf_vtrace._startup_log import import_tensorflow
     import_tensorflow()
-    from tf_vtrace.agent import backends
+    from tf_vtrace.agent import _faults
     from tf_vtrace.agent import train as train_lib
     try:
         summary = train_lib.train(config, args.out, restart=args.restart,
                                   progress=not args.no_progress)
-    except train_lib.RunDirectoryError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except (train_lib.NonFiniteUpdates, backends.ActorFailure) as error:
-        print(f"error: {error}\n(the checkpoint, policy and summary.json are "
-              f"in {args.out})", file=sys.stderr)
-        return 1
+    except (Exception, KeyboardInterrupt) as error:  # One line, its part.
+        line, status = _faults.describe(error)
+        print(line, file=sys.stderr)
+        return status
     print(json.dumps(summary))
     if not summary["interrupted"]:
         return 0

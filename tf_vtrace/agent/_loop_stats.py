@@ -8,6 +8,9 @@ loop's counts; `loop_summary` gathers the loop's part of the summary
 
 import contextlib
 import time
+import traceback
+
+from tf_vtrace.agent import _faults
 
 __all__ = ["IdleClock", "lag_summary", "loop_summary", "rates_since",
            "warm_rates"]
@@ -35,6 +38,9 @@ class IdleClock:
     def __init__(self, config):
         self.config = config
         self.collect_s = 0.
+        # `time.monotonic()` at which the learner began waiting in
+        # `collect`, None while it is not (read by `_stop`'s watch).
+        self.waiting_since = None
         self.start = self.end = None  # (time, collect_s, actors' idle s)
         self.paused_s, self.paused_actor_idle_s = 0., 0.
 
@@ -124,12 +130,16 @@ def loop_summary(loop):
         "mean_return_last_100": loop.recorder.mean_return,
         "interrupted": loop.interrupted,
         "stop_signal": loop.stop_signal,
-        "error": None if loop.error is None else str(loop.error),
+        "error": (None if loop.error is None
+                  else _faults.describe(loop.error)[0][len("error: "):]),
+        "error_traceback": (None if loop.error is None else "".join(
+            traceback.format_exception(loop.error))),
         "skipped_updates": counters.skipped,
         "resumed_at_update": loop.start if loop.resumed else None,
         "unrolls_per_actor": counters.unrolls_per_actor(loop.actor, loop.start),
         "actor_restarts": sum(restarts), "restarts_per_actor": restarts,
-        "discarded_unrolls": getattr(loop.actor, "discarded_unrolls", 0),
+        "discarded_unrolls": (getattr(loop.actor, "discarded_unrolls", 0)
+                              + loop.abandoned_unrolls),
         "updates_per_learner_call": (
             round((counters.updates - loop.start) / loop.calls, 3)
             if loop.calls else None),

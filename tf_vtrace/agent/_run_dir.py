@@ -1,4 +1,11 @@
-"""The run directory across processes: resume, restart, trusted checkpoints.
+"""The run directory across processes: one owner, resume, restart, trusted
+checkpoints.
+
+One process at a time trains in a run directory (`owned`): it holds an
+exclusive lock on ``train.lock`` there, which names its pid; a second one is
+refused with a `RunDirectoryLocked` naming that pid. The operating system
+drops the lock when its process ends, however it ends (a SIGKILL included),
+so a lock left by a killed process is simply taken over.
 
 A run directory with a ``config.json`` is resumed by `train` (`prepare`): the
 config must be the same (the differing fields are named otherwise), and the
@@ -12,12 +19,14 @@ with the weights or not at all (`LoopCounters`, `save_loop`, `restore_loop`).
 """
 
 import collections
+import contextlib
 import dataclasses
 import glob
 import io
 import json
 import os
 import shutil
+import socket
 import sys
 
 import numpy as np
@@ -26,8 +35,9 @@ import tensorflow as tf
 # What a run writes into its directory (`--restart` removes these only).
 OUTPUTS = ("config.json", "episodes.csv", "summary.json",
            "learning_curve.png", "checkpoints", "tensorboard", "policy",
-           "evaluations.csv", "policy_best", "policy_best.tmp",
-           "policy_best.old")
+           "policy.tmp", "policy.old", "evaluations.csv", "policy_best",
+           "policy_best.tmp", "policy_best.old")
+LOCK = "train.lock"
 
 
 class RunDirectoryError(RuntimeError):
@@ -35,15 +45,83 @@ class RunDirectoryError(RuntimeError):
     checkpoint, outputs without a config) or written."""
 
 
-def open_run_dir(config, out_dir, strategy, restart):
-    """`(run directory, worker index, resumed)`: the directory ready, with
-    its ``config.json`` (`prepare`); worker i of a multi-worker run
+class RunDirectoryLocked(RunDirectoryError):
+    """Another live process trains in the run directory."""
+
+
+def worker_dir(out_dir, strategy):
+    """`(run directory, worker index)`: worker i of a multi-worker run
     (`strategy`'s cluster) writes into ``out_dir/worker-i``."""
     resolver = getattr(strategy, "cluster_resolver", None)
     worker_index = (resolver.task_id or 0) if resolver is not None else 0
     if worker_index:
         out_dir = os.path.join(out_dir, f"worker-{worker_index}")
-    return out_dir, worker_index, prepare(config, out_dir, restart)
+    return out_dir, worker_index
+
+
+@contextlib.contextmanager
+def owned(out_dir):
+    """Holds the lock of run directory `out_dir` (made if missing) while in
+    the context.
+
+    Raises:
+      RunDirectoryLocked: Another live process holds it (its pid named).
+      RunDirectoryError: The directory cannot be made or written.
+    """
+    import fcntl
+    path = os.path.join(out_dir, LOCK)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as error:  # A file there, no permission, a read-only disk.
+        raise _cannot_write(out_dir, error) from error
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(fd, 200, 0).decode(errors="replace").split()
+            raise RunDirectoryLocked(
+                f"{out_dir} is in use by another training process (pid "
+                f"{' on '.join(owner[:2]) or 'not written yet'}, "
+                f"holding {path}); wait for it to end or stop it, or pass "
+                f"another --out.") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+        yield path
+    finally:
+        os.close(fd)  # Releases the lock (the file stays: see `owned`).
+
+
+def _cannot_write(out_dir, error):
+    return RunDirectoryError(
+        f"{out_dir}: cannot write a run there ({error.strerror or error}: "
+        f"{error.filename or out_dir}).")
+
+
+def undo_start(out_dir):
+    """Removes what a new run that failed before its first update wrote
+    (its outputs: none of them held anything of an earlier run), so that
+    the corrected command starts afresh there."""
+    _remove_outputs(out_dir)
+
+
+def write_directory(path, write):
+    """Writes the directory `path` whole or not at all: `write(tmp)` writes
+    it at ``path + ".tmp"``, which then takes the place of the old one
+    (moved to ``path + ".old"`` first, removed after). If `write` fails
+    (a full disk), what it wrote is removed, the old one left in place."""
+    tmp, old = path + ".tmp", path + ".old"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        write(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+    if os.path.isdir(path):
+        os.replace(path, old)
+    os.replace(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def prepare(config, out_dir, restart):
@@ -73,9 +151,7 @@ def prepare(config, out_dir, restart):
         os.makedirs(out_dir, exist_ok=True)
         _write_atomically(config_path, json.dumps(config.to_dict(), indent=2))
     except OSError as error:  # A file there, no permission, a read-only disk.
-        raise RunDirectoryError(
-            f"{out_dir}: cannot write a run there ({error.strerror or error}: "
-            f"{error.filename or out_dir}).") from error
+        raise _cannot_write(out_dir, error) from error
     return False
 
 
@@ -275,14 +351,26 @@ class Checkpoints:
             os.replace(path, os.path.join(broken, os.path.basename(path)))
 
     def save(self, number, blob):
-        """Saves checkpoint `number` with the state bytes `blob` (once)."""
+        """Saves checkpoint `number` with the state bytes `blob` (once). One
+        that fails (a full disk) is removed, the newest complete one left
+        the newest, and the error raised."""
         if number == self.number:
             return
         if self._manager is None:
             self._manager = _manager(self._checkpoint, self.directory,
                                      self._max_to_keep)
         self._state.assign(blob)
-        self._manager.save(number)
+        try:
+            self._manager.save(number)
+        except BaseException:
+            for path in glob.glob(os.path.join(self.directory,
+                                               f"ckpt-{number}[._]*")):
+                if os.path.isdir(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.remove(path)
+            raise
         self.number = number
 
 

@@ -24,6 +24,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import time
 
 import numpy as np
@@ -230,20 +231,25 @@ class Recorder:
 
 def _truncate_csv(path, header, env_steps):
     """Keeps the complete rows of the CSV at `path` (columns `header`, the
-    first env steps) up to `env_steps` (a killed process may have left a
-    half-written last line); returns them. A missing file is written with
-    the header only.
+    first env steps) up to `env_steps`, in their order (a killed process
+    may have left a half-written last line, and the rows after its last
+    checkpoint are acted again); returns them. A missing file is written
+    with the header only.
 
-    A row that does not parse (a corrupt byte, a cut-off line) is left out,
-    and the rows after it are kept. If it was not the last row, the file as
-    it was is kept beside the new one as ``<name>.unreadable``.
+    A damaged file is never cut silently. A row that does not parse (a
+    corrupt byte, a cut-off line) is left out and the rows after it are
+    kept; if it was not the last row, the file as it was is kept beside as
+    ``<name>.unreadable``. Env steps that go backwards (a row edited by
+    hand, or written by another process) leave out the rows after
+    `env_steps` wherever they are, and the file as it was is kept beside
+    as ``<name>.out-of-order``. Either is said on stderr, naming the copy.
     """
-    kept = []
+    kept, unreadable, backwards = [], False, None
     if os.path.exists(path):
         # errors="replace" and no NULs: a corrupt byte spoils its row only.
         with open(path, newline="", errors="replace") as handle:
             rows = list(csv.reader(line.replace("\0", "") for line in handle))[1:]
-        unreadable = False
+        previous = -math.inf
         for position, row in enumerate(rows):
             try:  # Every field of a complete row parses.
                 values = [float(field) for field in row]
@@ -252,17 +258,35 @@ def _truncate_csv(path, header, env_steps):
             if len(values) != len(header):
                 unreadable |= position < len(rows) - 1
                 continue
-            if values[0] > env_steps:
-                break
-            kept.append(row)
+            if values[0] < previous and backwards is None:
+                backwards = (position + 2, values[0], previous)
+            previous = values[0]
+            if values[0] <= env_steps:
+                kept.append(row)
         if unreadable:
-            shutil.copyfile(path, path + ".unreadable")
+            _keep_aside(path, ".unreadable", "a row that does not parse")
+        if backwards is not None:
+            _keep_aside(path, ".out-of-order",
+                        "env steps that go backwards (line {}: {:g} after "
+                        "{:g})".format(*backwards))
     with open(path + ".tmp", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
         writer.writerows(kept)
     os.replace(path + ".tmp", path)
     return kept
+
+
+def _keep_aside(path, suffix, reason):
+    """Copies `path` to ``path + suffix`` (numbered after an earlier copy)
+    and says so on stderr."""
+    copy, number = path + suffix, 1
+    while os.path.exists(copy):
+        number += 1
+        copy = f"{path}{suffix}.{number}"
+    shutil.copyfile(path, copy)
+    print(f"{path} has {reason}; the file as it was is kept as {copy}",
+          file=sys.stderr)
 
 
 def _truncate_events(directory, env_steps):
@@ -294,7 +318,9 @@ def write_summary(config, out_dir, worker_index, clock_start, loop_stats):
     `clock_start`, a `(time.time(), time.process_time())` pair), the final
     mean return (null before the first finished episode: the file is strict
     JSON, with null for any value that is not finite), whether the run was
-    interrupted (``stop_signal``) or stopped by an error (``error``), the
+    interrupted (``stop_signal``) or stopped by an error (``error``: the
+    failing part and what happened, as the command line's ``error:`` line
+    says it; ``error_traceback``: its whole traceback), the
     updates skipped because they were non-finite (``skipped_updates``); the
     actor backend and its number of actors, the unrolls each actor gave, the
     measured policy lag (learner version − the unroll's policy version:

@@ -21,27 +21,37 @@ export_policy`); with ``config.eval_every`` ``evaluations.csv`` and
 only). In a multi-worker run every host runs this loop with its own actors,
 the learners update in lockstep, and worker i writes into ``out_dir/worker-i``.
 
-A directory that holds a run is resumed from its newest usable checkpoint
-(``restart=True`` starts over). A non-finite update is skipped and counted;
-`Config.max_nonfinite_updates` in a row stop the run (`NonFiniteUpdates`), as
-`Config.max_actor_failures` failures of one actor in a row do
-(`ActorFailure`). Ctrl-C (SIGINT) or SIGTERM stops the loop after the current
-update; the unrolls the actors had started are learned on first (`_drain`,
-waiting at most `_DRAIN_TIMEOUT_S`, 10 s), then the curve, a last checkpoint,
-the policy and the summary are written, as after either error. A second
-signal drops the unrolls left; one while the outputs are written raises
-KeyboardInterrupt at once.
+One process at a time trains in a directory (a lock); one that holds a run
+is resumed from its newest usable checkpoint (``restart=True`` starts over).
+A non-finite update is skipped and counted; `Config.max_nonfinite_updates` in
+a row stop the run (`NonFiniteUpdates`), as `Config.max_actor_failures`
+failures of one actor in a row do (`ActorFailure`), or any other error (the
+env of the ``"local"`` actor, a full disk). Ctrl-C (SIGINT) or SIGTERM stops
+the loop after the current update; the unrolls the actors had started are
+learned on first (`_drain`, waiting at most `_DRAIN_TIMEOUT_S`, 10 s, for
+them: a loop still waiting for an unroll then is interrupted, `_stop`), then
+the curve, a last checkpoint, the policy and the summary are written, as after
+an error (each whole or not at all; `tf_vtrace.agent._faults` says what was
+kept). A second signal drops the unrolls left; one while the outputs are
+written raises KeyboardInterrupt at once.
 """
 
-import contextlib
 import math
 import os
 import signal
-import threading
 import time
 
 from tf_vtrace import export
-from tf_vtrace.agent import _loop_stats, _run_dir, backends, envs, policy_lag, recording
+from tf_vtrace.agent import (
+    _faults,
+    _loop_stats,
+    _run_dir,
+    _stop,
+    backends,
+    envs,
+    policy_lag,
+    recording,
+)
 from tf_vtrace.agent import evaluate as evaluate_lib
 from tf_vtrace.agent import learner as learner_lib
 
@@ -56,10 +66,14 @@ RunDirectoryError = _run_dir.RunDirectoryError
 # one a fraction of a second; a scheduler's grace period after SIGTERM is
 # commonly 30 s, and the checkpoint is written after this.
 _DRAIN_TIMEOUT_S = 10.
+# How long closing the actors may take (a hung env's thread cannot end).
+_CLOSE_TIMEOUT_S = 5.
 
 
 class NonFiniteUpdates(RuntimeError):
     """`Config.max_nonfinite_updates` learner updates in a row were skipped."""
+
+    part = "the learner"
 
 
 # Diagnostics that are not the update's own numbers (never tested).
@@ -100,7 +114,17 @@ def actor_learner_steps(actor, learner, history, idle=None, most=1):
     if version != actor.version or history.newest_version == 0:
         actor.set_weights(weights, version)
     start = time.perf_counter()
-    unrolls = [actor.collect()]
+    if idle is not None:
+        idle.waiting_since = time.monotonic()
+    try:
+        unrolls = [actor.collect()]
+    except (backends.ActorFailure, KeyboardInterrupt):
+        raise
+    except Exception as error:  # The synchronous actor's env, say.
+        raise _faults.actor_failure(error) from error
+    finally:
+        if idle is not None:
+            idle.waiting_since = None
     if idle is not None:
         idle.collect_s += time.perf_counter() - start
     while len(unrolls) < most:
@@ -112,46 +136,6 @@ def actor_learner_steps(actor, learner, history, idle=None, most=1):
     history.push(updates[-1].version, updates[-1].weights)
     return [(unroll, update.diagnostics)
             for unroll, update in zip(unrolls, updates)]
-
-
-@contextlib.contextmanager
-def _stop_on_signals():
-    """A `_StopRequest` set by the first Ctrl-C (SIGINT) or SIGTERM; a second
-    one of either raises KeyboardInterrupt.
-
-    SIGTERM is what a cluster scheduler sends to preempt a job: it gets the
-    first Ctrl-C's clean stop (the update in progress finishes, then the
-    curve, a checkpoint, the policy and the summary are written).
-    Why not let the first KeyboardInterrupt unwind the loop: raised while the
-    main thread is inside a TensorFlow op, it once left the runtime hung in the
-    next op (a clean-clone test run, stuck in a variable assign for 240 s).
-    Off the main thread (where handlers cannot be set) the request never
-    comes.
-    """
-    stop = _StopRequest()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-
-    def handler(signum, frame):
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.signal_name = signal.Signals(signum).name
-        stop.set()
-
-    previous = {signum: signal.signal(signum, handler)
-                for signum in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield stop
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-class _StopRequest(threading.Event):
-    """Set when the run is asked to stop; `signal_name` says by what."""
-
-    signal_name = None
 
 
 def _progress_bar(config, enabled, counters, resumed=False):
@@ -266,20 +250,18 @@ class _UpdateLoop:
         # The current streak of skipped updates, and what was non-finite.
         self.streak, self.streak_names = 0, set()
         self.calls = 0  # Learner calls in this process (`_update`).
+        self.abandoned_unrolls = 0  # Of actors that did not close in time.
+        self.started = False  # The loop began (its records opened).
+        self.stop = _stop.StopRequest(_DRAIN_TIMEOUT_S)  # `run`'s, there.
 
     def run(self, actor, progress, evaluation=None):
         """Runs the updates left with `actor` (closed at the end), evaluating
         with `evaluation` (a `TrainingEvaluation`, or None) when it is due."""
-        self.actor, self.loop_start = actor, time.time()
-        self.evaluation = self.schedule.evaluation = evaluation
+        self._open(actor, progress, evaluation)
         config, counters = self.config, self.counters
-        self.recorder = recording.Recorder(
-            self.out_dir, resume=((counters.env_steps, counters.updates)
-                                  if self.resumed else None),
-            evaluations=evaluation is not None)
-        self.bar = _progress_bar(config, progress, counters, self.resumed)
-        self.next_postfix = 0.  # `time.monotonic()` of the next postfix.
-        with _stop_on_signals() as stop:
+        with _stop.stop_on_signals(_DRAIN_TIMEOUT_S,
+                                   lambda: self.idle.waiting_since) as stop:
+            self.stop = stop
             try:
                 while counters.updates < config.num_updates:
                     if stop.is_set():
@@ -287,18 +269,44 @@ class _UpdateLoop:
                     self._update()
             except (NonFiniteUpdates, backends.ActorFailure) as error:
                 self.error = error
-                self.bar.write(f"stopped: {error}")
+                self.bar.write(_faults.stopping_line(error))
                 if isinstance(error, backends.ActorFailure):
                     self._drain()  # The other actors' unrolls.
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as interrupt:
+                stop.seen()
                 self.interrupted = True
                 self.stop_signal = stop.signal_name or "SIGINT"
+                if stop.forced:
+                    self.error = _faults.hung(interrupt, self.stop_signal,
+                                             _DRAIN_TIMEOUT_S)
                 self.bar.write(f"interrupted ({self.stop_signal}): learning on "
                                "the unrolls already started, then writing the "
                                "curve, a checkpoint and the policy")
                 self._drain()
+            except Exception as error:  # A write that failed, say.
+                self.error = error
+                self.bar.write(_faults.stopping_line(error))
             finally:
+                stop.seen()
                 self._close()
+
+    def _open(self, actor, progress, evaluation):
+        """Opens the records (cut back to a resumed run's checkpoint) and
+        the progress bar; `actor` is closed if the records cannot be."""
+        self.actor, self.loop_start = actor, time.time()
+        self.evaluation = self.schedule.evaluation = evaluation
+        counters = self.counters
+        try:
+            self.recorder = recording.Recorder(
+                self.out_dir, resume=((counters.env_steps, counters.updates)
+                                      if self.resumed else None),
+                evaluations=evaluation is not None)
+        except BaseException:
+            actor.close()
+            raise
+        self.started = True
+        self.bar = _progress_bar(self.config, progress, counters, self.resumed)
+        self.next_postfix = 0.  # `time.monotonic()` of the next postfix.
 
     def _drain(self):
         """At a stop: learns on the unrolls the actors had started (queued,
@@ -311,7 +319,7 @@ class _UpdateLoop:
         different numbers of unrolls left would wait for each other."""
         if self.config.strategy == "multi_worker":
             return
-        self.actor.stop_acting(_DRAIN_TIMEOUT_S)
+        self.actor.stop_acting(self.stop.seconds_left())
         before = self.counters.updates
         try:
             while (self.actor.pending()
@@ -323,8 +331,11 @@ class _UpdateLoop:
         except KeyboardInterrupt:
             self.bar.write("a second signal: the unrolls left are dropped")
         except (NonFiniteUpdates, backends.ActorFailure) as error:
+            if self.interrupted and not self.stop.seconds_left():
+                error = _faults.hung(error, self.stop_signal, _DRAIN_TIMEOUT_S)
             self.error = self.error or error
-            self.bar.write(f"stopped learning on the unrolls left: {error}")
+            self.bar.write("stopped learning on the unrolls left: "
+                           f"{_faults.exception_line(error)}")
 
     def _update(self, stopping=False):
         """The updates of one learner call (`_Schedule.call_size`), each
@@ -422,12 +433,24 @@ class _UpdateLoop:
             self.evaluation.write_best()
 
     def _close(self):
+        """Saves the last checkpoint, closes the records and the actors
+        (waiting at most `_CLOSE_TIMEOUT_S` for them: a hung env's thread
+        is left behind, its unroll counted as discarded); a step that
+        fails does not keep the others from their turn."""
         self.loop_end = time.time()
         self.idle.finish(self.actor)
         self.bar.close()
-        self._save()
-        self.recorder.close()
-        self.actor.close()
+        for step in (self._save, self.recorder.close, self._close_actors):
+            try:
+                step()
+            except Exception as error:  # A full disk, say.
+                self.error = self.error or error
+
+    def _close_actors(self):
+        if not _stop.call_within(self.actor.close, _CLOSE_TIMEOUT_S):
+            self.abandoned_unrolls = self.actor.pending()
+            self.bar.write(f"the actors did not stop within {_CLOSE_TIMEOUT_S}"
+                           " s (a hung environment?): left behind")
 
 
 def train(config, out_dir, progress=True, restart=False):
@@ -445,40 +468,91 @@ def train(config, out_dir, progress=True, restart=False):
       The summary dict (also in ``summary.json``).
 
     Raises:
-      RunDirectoryError: `out_dir` holds a run with another config, or no
+      RunDirectoryError: `out_dir` is in use by another process
+        (`RunDirectoryLocked`), holds a run with another config, or no
         usable checkpoint (before anything is written).
       NonFiniteUpdates: `Config.max_nonfinite_updates` updates in a row
         were skipped.
       tf_vtrace.agent.backends.ActorFailure: An actor failed
-        `Config.max_actor_failures` times in a row.
-      The last two after the checkpoint, the policy and the summary are
-      written.
+        `Config.max_actor_failures` times in a row (the ``"local"`` one:
+        once), or no unroll came in time after a stop signal.
+      Any other error of the run (a full disk: `OSError`, TensorFlow's
+        `ResourceExhaustedError`). The errors of a run that had begun are
+        raised after the newest checkpoint, the policy and the summary
+        are written (each whole or not at all); a new run that failed
+        before its loop began leaves no outputs.
     """
     # First: MultiWorkerMirroredStrategy must exist before any TF op.
     strategy = learner_lib.make_strategy(config)
-    out_dir, worker_index, resumed = _run_dir.open_run_dir(
-        config, out_dir, strategy, restart)
-    clock_start = time.time(), time.process_time()
-    observation_space, action_space = envs.env_spaces(config.env_id)
-    head_sizes = envs.head_sizes(action_space)
-    learner = learner_lib.Learner(config, observation_space, head_sizes,
-                                  strategy=strategy)
-    loop = _UpdateLoop(config, out_dir, learner, resumed)
-    evaluation = None
-    if config.eval_every and worker_index == 0:
-        evaluation = evaluate_lib.TrainingEvaluation(
-            config, learner.model, head_sizes, out_dir,
-            loop.counters.env_steps if resumed else None)
-    loop.run(backends.make_actors(config, worker_index=worker_index,
-                                  start_update=loop.counters.updates,
-                                  prepare=learner.prepare),
-             progress, evaluation)
-    export.export_policy(
-        learner.model, os.path.join(out_dir, "policy"), head_sizes,
-        metadata={"env_id": config.env_id,
-                  "max_episode_steps": config.max_episode_steps})
-    summary = recording.write_summary(config, out_dir, worker_index,
-                                      clock_start, _loop_stats.loop_summary(loop))
-    if loop.error is not None:
-        raise loop.error
-    return summary
+    out_dir, worker_index = _run_dir.worker_dir(out_dir, strategy)
+    with _run_dir.owned(out_dir):
+        resumed = _run_dir.prepare(config, out_dir, restart)
+        clock_start = time.time(), time.process_time()
+        loop = None
+        try:
+            observation_space, action_space = envs.env_spaces(config.env_id)
+            head_sizes = envs.head_sizes(action_space)
+            learner = learner_lib.Learner(config, observation_space,
+                                          head_sizes, strategy=strategy)
+            loop = _UpdateLoop(config, out_dir, learner, resumed)
+            evaluation = None
+            if config.eval_every and worker_index == 0:
+                evaluation = evaluate_lib.TrainingEvaluation(
+                    config, learner.model, head_sizes, out_dir,
+                    loop.counters.env_steps if resumed else None)
+            loop.run(backends.make_actors(config, worker_index=worker_index,
+                                          start_update=loop.counters.updates,
+                                          prepare=learner.prepare),
+                     progress, evaluation)
+        except BaseException as error:
+            if loop is None or not loop.started:
+                _not_started(error, out_dir, resumed)
+            raise
+        return _finish(loop, head_sizes, worker_index, clock_start)
+
+
+def _not_started(error, out_dir, resumed):
+    """A run that failed before its loop began: a new one's outputs are
+    removed (so that the corrected command starts afresh there)."""
+    if not resumed:
+        _run_dir.undo_start(out_dir)
+    if isinstance(error, Exception):
+        _faults.set_kept(error, (
+            f"the run did not resume: {out_dir} holds it as it was" if resumed
+            else f"the run did not start: nothing of it is kept in {out_dir}"))
+
+
+def _finish(loop, head_sizes, worker_index, clock_start):
+    """Writes the policy and the summary after `loop` has run (each tried
+    even if the other fails); returns the summary, or raises the run's
+    first error, noting on it what was kept."""
+    config, out_dir = loop.config, loop.out_dir
+    kept = []
+    try:
+        _run_dir.write_directory(
+            os.path.join(out_dir, "policy"),
+            lambda path: export.export_policy(
+                loop.learner.model, path, head_sizes,
+                metadata={"env_id": config.env_id,
+                          "max_episode_steps": config.max_episode_steps}))
+        kept.append("policy/")
+    except Exception as error:  # A full disk, say: the last policy stays.
+        loop.error = loop.error or error
+    try:
+        summary = recording.write_summary(config, out_dir, worker_index,
+                                          clock_start,
+                                          _loop_stats.loop_summary(loop))
+        kept.append("summary.json")
+    except Exception as error:
+        loop.error = loop.error or error
+    if loop.error is None:
+        return summary
+    number = loop.checkpoints.number
+    kept.insert(0, "no checkpoint" if number is None
+                else f"checkpoint {number} (the newest complete one)")
+    lost = [name for name in ("policy/", "summary.json") if name not in kept]
+    _faults.set_kept(loop.error, f"kept in {out_dir}: {', '.join(kept)}"
+                     + (f"; not written: {', '.join(lost)}" if lost else ""))
+    if loop.interrupted:
+        loop.error.tf_vtrace_exit_status = 128 + signal.Signals[loop.stop_signal].value
+    raise loop.error
