@@ -11,7 +11,10 @@ Every worker process of the agent adds its own six lines.
 documents it (1: no INFO, 2: no WARNING either, 3: no ERROR either; FATAL
 always shows). It acts only when the variable asks for it, or under
 ``python -m tf_vtrace...`` (the agent's command line), where it first sets
-the variable's default, 2, before TensorFlow reads it. And it acts only
+the variable's default before TensorFlow reads it (`default_level`): 2, or
+3 on a Linux machine with no NVIDIA device, where TensorFlow's GPU build
+logs an ERROR line, "failed call to cuInit", when its runtime starts (after
+the import). Worker processes inherit the variable. And it acts only
 while TensorFlow is first imported: stderr (file descriptor 2) then goes
 through a pipe, and a thread passes on every line but the ones below the
 level. Anything else written meanwhile (Python warnings, a traceback)
@@ -41,6 +44,24 @@ def runs_our_command_line(orig_argv=None):
     argv = getattr(sys, "orig_argv", []) if orig_argv is None else orig_argv
     return any(flag == "-m" and module.split(".")[0] == "tf_vtrace"
                for flag, module in zip(argv, argv[1:]))
+
+
+# Device files of an NVIDIA driver (Linux; /dev/dxg: WSL 2's GPU).
+_NVIDIA_DEVICES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg")
+
+
+def default_level(platform=sys.platform, exists=os.path.exists):
+    """``TF_CPP_MIN_LOG_LEVEL``'s default under our command line: 3 on Linux
+    without an NVIDIA device (no cuInit ERROR line), else 2."""
+    if platform.startswith("linux") and not any(map(exists, _NVIDIA_DEVICES)):
+        return 3
+    return 2
+
+
+def defers_tensorflow():
+    """Whether TensorFlow waits for our command line to import it
+    (``python -m tf_vtrace...``: ``--help`` answers without it)."""
+    return runs_our_command_line()
 
 
 def min_log_level(environ=os.environ):
@@ -113,12 +134,7 @@ def import_tensorflow():
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
     if runs_our_command_line():  # Its default, set before TensorFlow reads it.
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", str(default_level()))
     with filtered_stderr(min_log_level()):
         import tensorflow
     return tensorflow
-
-
-# `tf_vtrace/__init__.py` imports this module first, so that TensorFlow's
-# first import in the process is this one.
-tensorflow = import_tensorflow()

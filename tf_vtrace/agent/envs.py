@@ -10,6 +10,11 @@ Kinds of environment, chosen by id:
 
 * any registered gymnasium env with a `Discrete` action space (CartPole-v1,
   Acrobot-v1, ...), one action head;
+* a user's env: ``module:EnvId-v0`` (gymnasium's own form: ``module`` is
+  imported, then ``EnvId-v0`` looked up in the registry it filled) or
+  ``module:ClassName`` (a `gymnasium.Env` subclass, made with no arguments).
+  The id carries the module, so worker processes and Ray actors, each a
+  fresh interpreter, import it themselves;
 * ``tf_vtrace/CartPoleForce-v0`` (registered here): CartPole whose action is
   `MultiDiscrete([2, 3])`, a push direction and a force (½, 1 or 3⁄2 times
   CartPole's 10 N), two heads for `tf_vtrace.multi_from_logits`;
@@ -28,14 +33,18 @@ Kinds of environment, chosen by id:
 """
 
 import functools
+import importlib
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control import cartpole as gym_cartpole
 
+from tf_vtrace.agent.config import VECTOR_ENVS
+
 __all__ = ["CartPoleNumpyVectorEnv", "EnvPoolVectorEnv", "MULTI_DISCRETE_ID",
-           "NUMPY_VECTOR_ENV_IDS", "STATELESS_CARTPOLE_ID", "VECTOR_ENVS", "check_env_id",
-           "check_envpool", "check_numpy_vector_env", "env_spaces",
+           "NUMPY_VECTOR_ENV_IDS", "STATELESS_CARTPOLE_ID", "VECTOR_ENVS",
+           "check_action_space", "check_env_id", "check_envpool",
+           "check_numpy_vector_env", "check_observation_space", "env_spaces",
            "head_sizes", "make_env", "make_vector_env", "to_env_actions"]
 
 MULTI_DISCRETE_ID = "tf_vtrace/CartPoleForce-v0"
@@ -130,12 +139,46 @@ def _make_minatar(env_id, kwargs):
     return gym.wrappers.DtypeObservation(gym.make(env_id, **kwargs), np.float32)
 
 
+def _split_module(env_id):
+    """``(module, name)`` of a ``module:name`` id, else ``(None, env_id)``."""
+    module, colon, name = env_id.rpartition(":")
+    return (module, name) if colon and module else (None, env_id)
+
+
+def _import_env_module(env_id):
+    """Imports the module of a ``module:name`` id (None without one), or
+    raises a ValueError naming `Config.env_id`."""
+    module, _ = _split_module(env_id)
+    if module is None:
+        return None
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise ValueError(
+            f"Config.env_id: cannot import {module!r}, the module of "
+            f"{env_id!r} ({type(error).__name__}: {error}); is it installed "
+            f"or on PYTHONPATH?") from None
+
+
+def _env_class(env_id):
+    """The `gymnasium.Env` subclass a ``module:ClassName`` id names, or None
+    (any other id, ``module:EnvId-v0`` included)."""
+    module = _import_env_module(env_id)
+    name = _split_module(env_id)[1]
+    if module is None or name in gym.registry:
+        return None
+    candidate = getattr(module, name, None)
+    if isinstance(candidate, type) and issubclass(candidate, gym.Env):
+        return candidate
+    return None
+
+
 def make_env(env_id, max_episode_steps=None):
     """One environment, with the Atari preprocessing for ``ALE/`` ids and
     float32 observations for ``MinAtar/`` ids.
 
     Args:
-      env_id: A gymnasium id.
+      env_id: A gymnasium id, ``module:EnvId-v0`` or ``module:ClassName``.
       max_episode_steps: Overrides the registered time limit (None: keep it).
 
     Returns:
@@ -145,6 +188,10 @@ def make_env(env_id, max_episode_steps=None):
         "max_episode_steps": max_episode_steps}
     if env_id.startswith(MINATAR_PREFIX):
         return _make_minatar(env_id, kwargs)
+    env_class = _env_class(env_id)
+    if env_class is not None:  # gym.make's wrappers, as for a registered id.
+        return gym.make(gym.envs.registration.EnvSpec(
+            id=env_id, entry_point=env_class), **kwargs)
     if not _is_atari(env_id):
         return gym.make(env_id, **kwargs)
     _register_atari()
@@ -167,21 +214,49 @@ def env_spaces(env_id):
 
 def head_sizes(action_space):
     """Number of actions per head: (n,) for Discrete, nvec for MultiDiscrete."""
+    check_action_space(action_space)
     if isinstance(action_space, gym.spaces.Discrete):
         return (int(action_space.n),)
-    if (isinstance(action_space, gym.spaces.MultiDiscrete)
+    return tuple(int(n) for n in action_space.nvec)
+
+
+def _one_line(space):
+    return " ".join(str(space).split())
+
+
+def check_action_space(action_space):
+    """Raises a ValueError naming `Config.env_id` unless the agent can act
+    in `action_space` (one head per Discrete, or per MultiDiscrete entry)."""
+    if isinstance(action_space, gym.spaces.Discrete) or (
+            isinstance(action_space, gym.spaces.MultiDiscrete)
             and action_space.nvec.ndim == 1):
-        return tuple(int(n) for n in action_space.nvec)
+        return
     raise ValueError(
-        f"Config.env_id: only Discrete and 1-D MultiDiscrete action spaces are "
-        f"supported, got {action_space}.")
+        f"Config.env_id: the action space {_one_line(action_space)} is not "
+        f"supported; supported: Discrete and 1-D MultiDiscrete.")
+
+
+def check_observation_space(observation_space):
+    """Raises a ValueError naming `Config.env_id` unless the networks take
+    `observation_space` (a Box of at least one dimension)."""
+    if (isinstance(observation_space, gym.spaces.Box)
+            and len(observation_space.shape) >= 1):
+        return
+    raise ValueError(
+        f"Config.env_id: the observation space "
+        f"{_one_line(observation_space)} is not supported; supported: a Box "
+        f"of rank >= 1 (rank 3: images or grids to a CNN, else flattened to "
+        f"an MLP). gymnasium.wrappers.FlattenObservation turns Discrete, Tuple and "
+        f"Dict observations into a Box.")
 
 
 def check_env_id(env_id):
-    """Raises a ValueError naming `Config.env_id` unless it can be trained.
+    """Raises a ValueError naming `Config.env_id` unless it can be trained:
+    it names an env (registered, ``module:EnvId-v0`` or
+    ``module:ClassName``) whose spaces the agent supports.
 
     Args:
-      env_id: A gymnasium id.
+      env_id: A gymnasium id, ``module:EnvId-v0`` or ``module:ClassName``.
     """
     if not isinstance(env_id, str):
         raise ValueError(f"Config.env_id must be a gymnasium id string, got "
@@ -190,20 +265,23 @@ def check_env_id(env_id):
         _register_atari()
     if env_id.startswith(MINATAR_PREFIX):
         _register_minatar()
-    try:
-        gym.spec(env_id)
-    except gym.error.Error as error:
-        raise ValueError(
-            f"Config.env_id: {env_id!r} is not a registered gymnasium "
-            f"environment ({error}).") from None
+    if _env_class(env_id) is None:
+        _check_registered(env_id)
     observation_space, action_space = env_spaces(env_id)
-    head_sizes(action_space)
-    if not isinstance(observation_space, gym.spaces.Box):
-        raise ValueError(f"Config.env_id: observations must be a Box (array), "
-                         f"got {observation_space}.")
+    check_action_space(action_space)
+    check_observation_space(observation_space)
 
 
-VECTOR_ENVS = ("auto", "gymnasium", "numpy", "envpool")
+def _check_registered(env_id):
+    module, name = _split_module(env_id)
+    try:
+        gym.spec(name)
+    except gym.error.Error as error:
+        what = ("is not a registered gymnasium environment" if module is None
+                else f"is neither an env id that {module!r} registers nor a "
+                     f"gymnasium.Env subclass in it")
+        raise ValueError(f"Config.env_id: {env_id!r} {what} ({error}).") from None
+
 
 # The ids whose NumPy-vectorized implementation gymnasium registers
 # (`vector_entry_point`) and `CartPoleNumpyVectorEnv` adapts.

@@ -59,6 +59,21 @@ def _load_policy(policy_path):
     return policy, metadata
 
 
+def _check_env_fits(policy, policy_path, env_id):
+    """Raises a `PolicyError` unless `env_id` gives the observations and
+    takes the action heads of `policy`."""
+    observation_space, action_space = envs_lib.env_spaces(env_id)
+    takes = policy.act.get_concrete_function().structured_input_signature[0][0]
+    heads = tuple(int(n) for n in policy.head_sizes.numpy())
+    env_heads = envs_lib.head_sizes(action_space)
+    if (not takes.shape[1:].is_compatible_with(observation_space.shape)
+            or heads != env_heads):
+        raise PolicyError(
+            f"{policy_path}: the policy takes observations of shape "
+            f"{tuple(takes.shape[1:])} and acts with heads {heads}; {env_id!r} "
+            f"gives {observation_space.shape} and takes {env_heads}.")
+
+
 def check_episodes(episodes):
     """Raises ValueError unless `episodes` is an integer >= 1."""
     if (isinstance(episodes, bool) or not isinstance(episodes, numbers.Integral)
@@ -85,6 +100,8 @@ def evaluate(policy_path, episodes=20, greedy=True, seed=10_000, env_id=None):
     """
     check_episodes(episodes)  # Before the policy loads (seconds).
     policy, metadata = _load_policy(policy_path)
+    if env_id is not None:
+        _check_env_fits(policy, policy_path, env_id)
     tf.random.set_seed(seed)  # The sampled actions of `greedy=False`.
     return play_episodes(policy, env_id or metadata["env_id"], episodes,
                          greedy=greedy, seed=seed,
