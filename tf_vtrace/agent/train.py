@@ -460,23 +460,24 @@ def train(config, out_dir, progress=True, restart=False):
         config, out_dir, strategy, restart)
     clock_start = time.time(), time.process_time()
     observation_space, action_space = envs.env_spaces(config.env_id)
-    head_sizes = envs.head_sizes(action_space)
-    learner = learner_lib.Learner(config, observation_space, head_sizes,
+    action_policy = envs.action_policy(action_space)
+    learner = learner_lib.Learner(config, observation_space, action_policy,
                                   strategy=strategy)
     loop = _UpdateLoop(config, out_dir, learner, resumed)
     evaluation = None
     if config.eval_every and worker_index == 0:
         evaluation = evaluate_lib.TrainingEvaluation(
-            config, learner.model, head_sizes, out_dir,
+            config, learner.model, action_policy, out_dir,
             loop.counters.env_steps if resumed else None)
     loop.run(backends.make_actors(config, worker_index=worker_index,
                                   start_update=loop.counters.updates,
                                   prepare=learner.prepare),
              progress, evaluation)
     export.export_policy(
-        learner.model, os.path.join(out_dir, "policy"), head_sizes,
+        learner.model, os.path.join(out_dir, "policy"),
         metadata={"env_id": config.env_id,
-                  "max_episode_steps": config.max_episode_steps})
+                  "max_episode_steps": config.max_episode_steps},
+        **action_policy.export_arguments)
     summary = recording.write_summary(config, out_dir, worker_index,
                                       clock_start, _loop_stats.loop_summary(loop))
     if loop.error is not None:
