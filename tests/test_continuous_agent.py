@@ -228,3 +228,27 @@ def test_evaluate_plays_the_mean_clipped_to_the_bounds(tmp_path):
     returns = evaluate(str(tmp_path / "policy"), episodes=2)
     assert returns.shape == (2,) and (returns < 0).all()
     assert pathlib.Path(tmp_path / "policy").is_dir()
+
+
+def test_the_learner_moves_the_gaussian_toward_the_rewarded_action():
+    """One-step episodes rewarded −(a − 1)²: the learner's own samples, V-trace
+    updates through the full step; the mean goes to 1 and σ shrinks."""
+    config = PENDULUM.replace(num_envs=16, unroll_length=4, learning_rate=1e-2,
+                              total_env_steps=64 * 150, normalize_observations=False,
+                              scale_rewards=False)
+    policy = policies.DiagonalGaussian([-2.], [2.])
+    learner = learner_lib.Learner(config, envs.env_spaces("Pendulum-v1")[0], policy)
+    rng = np.random.default_rng(0)
+    observations = np.zeros((5, 16, 3), np.float32)
+    for _ in range(150):
+        params = learner.model(observations[:4].reshape(-1, 3))[0].numpy()
+        actions = policy.sample_numpy(params, rng).reshape(4, 16, 1)
+        learner.update(dict(
+            observations=observations, actions=actions,
+            behaviour_logits=params.reshape(4, 16, 2),
+            rewards=-np.square(actions[..., 0] - 1.).astype(np.float32),
+            discounts=np.zeros((4, 16), np.float32),
+            truncated=np.zeros((4, 16), bool), final_observations=observations[1:],
+            policy_version=np.int64(learner.version)))
+    mean, log_std = learner.model(observations[0])[0].numpy()[0]
+    assert abs(mean - 1.) < 0.3 and log_std < -0.3, (mean, log_std)
