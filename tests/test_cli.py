@@ -50,7 +50,7 @@ def test_train_help_explains_every_flag_with_its_default_and_choices(capsys):
     assert "--correction {vtrace,none,is1,epsilon}" in text
     assert "(default: 300000)" in text and "(default: 64 64)" in text
     # Every action has a help line (argparse shows none for help=None).
-    parser, train_parser, evaluate_parser = cli._parser()
+    parser, train_parser, evaluate_parser = cli._parsers()
     for action in train_parser._actions + evaluate_parser._actions:
         assert action.help, action.option_strings
 
@@ -94,13 +94,13 @@ def test_a_bad_train_argument_is_one_line_before_any_work(args, message, tmp_pat
 @pytest.mark.parametrize("form, value", [("true", True), ("False", False), ("1", True),
                                          ("no", False), ("ON", True)])
 def test_bool_flags_take_true_and_false_forms(form, value):
-    _, train_parser, _ = cli._parser()
+    _, train_parser, _ = cli._parsers()
     args = train_parser.parse_args(["--out", "x", "--jit-compile", form])
     assert args.jit_compile is value
 
 
 def test_optional_numbers_take_none_and_flags_after_a_preset_win():
-    _, train_parser, _ = cli._parser()
+    _, train_parser, _ = cli._parsers()
     args = train_parser.parse_args(["--out", "x", "--max-episode-steps", "none",
                                     "--reward-clip", "1.5"])
     assert args.max_episode_steps is None and args.reward_clip == 1.5
@@ -124,7 +124,8 @@ def test_a_bad_evaluate_argument_is_one_line(args, message, tmp_path, capsys):
 def test_evaluate_reports_a_missing_directory_and_goes_on(tmp_path, capsys):
     assert cli.main(["evaluate", str(tmp_path / "nope")]) == 2
     assert capsys.readouterr().err == (
-        f"error: {tmp_path / 'nope'}: no such policy or run directory\n")
+        f"error: {tmp_path / 'nope'}: no such policy directory (nor a run directory "
+        f"holding one in policy/)\n")
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +163,23 @@ def test_evaluate_env_id_overrides_the_recorded_env(run_dir, capsys):
     assert ("the policy takes observations of shape (4,) and acts with heads (2,); "
             "'tf_vtrace/StatelessCartPole-v0' gives (2,)") in error
     assert "Traceback" not in error
+
+
+def test_evaluate_names_a_recorded_env_it_cannot_make(tmp_path, capsys):
+    """A policy trained on an id registered in the training script only."""
+    from tf_vtrace import export
+    from tf_vtrace.agent import envs, networks
+    observation_space, action_space = envs.env_spaces("CartPole-v1")
+    model = networks.build_network(observation_space, envs.head_sizes(action_space),
+                                   seed=0)
+    export.export_policy(model, str(tmp_path / "policy"), (2,),
+                         metadata={"env_id": "ScriptOnly-v0", "max_episode_steps": None})
+    assert cli.main(["evaluate", str(tmp_path)]) == 2
+    note, error = capsys.readouterr().err.splitlines()
+    assert note.endswith("is a run directory: evaluating " + str(tmp_path / "policy"))
+    assert error.startswith(f"error: {tmp_path / 'policy'}: 'ScriptOnly-v0' is not a "
+                            f"registered gymnasium environment"), error
+    assert "pass env_id (--env-id) naming its module, 'module:ScriptOnly-v0'" in error
 
 
 @pytest.mark.parametrize("platform, devices, level", [

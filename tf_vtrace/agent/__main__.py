@@ -151,10 +151,16 @@ def _evaluate_parser(commands):
     return parser
 
 
-def _parser():
+def _parsers():
+    """The command line's parser and its train and evaluate subparsers."""
     parser = argparse.ArgumentParser(prog="python -m tf_vtrace.agent")
     commands = parser.add_subparsers(dest="command", required=True)
     return parser, _train_parser(commands), _evaluate_parser(commands)
+
+
+def _parser():
+    """The command line's parser and its train subparser."""
+    return _parsers()[:2]
 
 
 def _with_flags(message):
@@ -223,8 +229,8 @@ def run_evaluation(parser, args):
     status = 0
     for policy in map(_policy_directory, args.policies):
         if not os.path.isdir(policy):  # Said before TensorFlow starts.
-            print(f"error: {policy}: no such policy or run directory",
-                  file=sys.stderr)
+            print(f"error: {policy}: no such policy directory (nor a run "
+                  f"directory holding one in policy/)", file=sys.stderr)
             status = 2
         elif not _evaluate_policy(policy, args):
             status = 2
@@ -254,7 +260,7 @@ def _evaluate_policy(policy, args):
 
 def main(argv=None):
     """Runs the command line; returns the exit status."""
-    parser, train_parser, evaluate_parser = _parser()
+    parser, train_parser, evaluate_parser = _parsers()
     # A preset sets the train flags' defaults, so that flags given win.
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["train"]:

@@ -43,7 +43,7 @@ def _field_tables():
 def _command_line_tables():
     """The flags that are not `Config` fields, from the parsers themselves."""
     fields = {doc.flag for doc in _config_docs.field_docs()}
-    _, train_parser, evaluate_parser = cli._parser()
+    _, train_parser, evaluate_parser = cli._parsers()
     lines = ["", "## The command line's other flags"]
     for name, parser in (("train", train_parser), ("evaluate", evaluate_parser)):
         lines += ["", f"`python -m tf_vtrace.agent {name}`:", "",

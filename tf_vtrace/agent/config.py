@@ -98,7 +98,8 @@ class Config:
     The defaults: 16 envs × T = 20 steps in one actor thread beside the
     learner, V-trace, the IMPALA paper's RMSProp at 8e-3 decayed linearly
     to 0 over 300k env steps, the gradient clipped at norm 40. How they
-    learn over 30 seeds is in docs/agent.md. Fields are keyword-only.
+    learn over 30 seeds is in docs/tutorials/agent.md. Fields are
+    keyword-only.
     """
 
     # --- The environment ---

@@ -59,9 +59,18 @@ def _load_policy(policy_path):
     return policy, metadata
 
 
-def _check_env_fits(policy, policy_path, env_id):
-    """Raises a `PolicyError` unless `env_id` gives the observations and
-    takes the action heads of `policy`."""
+def _check_env_fits(policy, policy_path, env_id, recorded):
+    """Raises a `PolicyError` unless `env_id` can be made and gives the
+    observations and takes the action heads of `policy`; `recorded`: the id
+    is the one saved with the policy."""
+    try:
+        envs_lib.check_env_id(env_id)
+    except ValueError as error:
+        hint = (f"; it is the env recorded with the policy: pass env_id "
+                f"(--env-id) naming its module, 'module:{env_id}'"
+                if recorded else "")
+        reason = str(error).removeprefix("Config.env_id: ").rstrip(".")
+        raise PolicyError(f"{policy_path}: {reason}{hint}.") from None
     observation_space, action_space = envs_lib.env_spaces(env_id)
     takes = policy.act.get_concrete_function().structured_input_signature[0][0]
     acts = _action_layout(policy)
@@ -111,13 +120,15 @@ def evaluate(policy_path, episodes=20, greedy=True, seed=10_000, env_id=None):
       A float64 numpy array of `episodes` returns.
 
     Raises:
-      PolicyError: `policy_path` is missing or not a readable policy.
+      PolicyError: `policy_path` is missing or not a readable policy, or
+        its env (`env_id`, else the recorded one) cannot be made or does
+        not fit the policy.
       ValueError: `episodes` is not an integer >= 1.
     """
     check_episodes(episodes)  # Before the policy loads (seconds).
     policy, metadata = _load_policy(policy_path)
-    if env_id is not None:
-        _check_env_fits(policy, policy_path, env_id)
+    _check_env_fits(policy, policy_path, env_id or metadata["env_id"],
+                    recorded=env_id is None)
     tf.random.set_seed(seed)  # The sampled actions of `greedy=False`.
     return play_episodes(policy, env_id or metadata["env_id"], episodes,
                          greedy=greedy, seed=seed,
