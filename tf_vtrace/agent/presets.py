@@ -14,7 +14,7 @@
   pathway (`Config.separate_value_core`), the value loss weighted 0.01
   (as RLlib's StatelessCartPole examples, ``vf_loss_coeff=0.01``), 32 envs ×
   20 steps, 1M env steps, Adam 2e-3; chosen by single-seed runs
-  (docs/records/agent.md, "The memory task, measured").
+  (docs/records/agent.md).
 
 * ``pendulum``, ``lunarlander-continuous``, ``halfcheetah``, ``hopper``:
   Box actions (a diagonal Gaussian, log-std one learned vector) on
