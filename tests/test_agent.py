@@ -24,8 +24,10 @@ GAMMA = 0.99
 
 @pytest.mark.parametrize("changes, field, expected", [
     (dict(env_id="NoSuchEnv-v0"), "env_id", "not a registered"),
-    (dict(env_id="Pendulum-v1"), "env_id", "Discrete"),
-    (dict(env_id="MountainCarContinuous-v0"), "env_id", "Discrete"),
+    (dict(env_id="Blackjack-v1"), "env_id", "Box"),
+    (dict(normalize_observations=1), "normalize_observations", "True or False"),
+    (dict(scale_rewards=True, strategy="multi_worker"), "normalize_observations",
+     "multi_worker"),
     (dict(unroll_length=0), "unroll_length", ">= 1"),
     (dict(policy_lag=-1), "policy_lag", ">= 0"),
     (dict(num_envs=0), "num_envs", ">= 1"),
@@ -57,11 +59,11 @@ def test_cli_rejects_bad_config_before_any_work(tmp_path):
     out = tmp_path / "run"
     result = subprocess.run(
         [sys.executable, "-m", "tf_vtrace.agent", "train", "--out", str(out),
-         "--env", "Pendulum-v1"], capture_output=True, text=True,
+         "--env", "Blackjack-v1"], capture_output=True, text=True,
         timeout=SUBPROCESS_TIMEOUT_S,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 2, result.stderr
-    assert "Config.env_id" in result.stderr and "Discrete" in result.stderr
+    assert "Config.env_id" in result.stderr and "Tuple" in result.stderr
     assert not out.exists()  # nothing was started
 
 

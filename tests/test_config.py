@@ -44,10 +44,11 @@ def test_the_defaults_are_keyword_only_and_unchanged():
         Config("CartPole-v1")  # The fields are keyword-only.
     assert Config().to_dict() == dict(
         env_id="CartPole-v1", max_episode_steps=None, reward_clip=None,
-        correction="vtrace", discount=0.99, entropy_cost=0.01,
+        normalize_observations=False, scale_rewards=False, correction="vtrace",
+        discount=0.99, entropy_cost=0.01,
         baseline_cost=0.5, optimizer="rmsprop", learning_rate=8e-3,
         max_grad_norm=40., hidden_sizes=(64, 64), core="none", core_size=64,
-        separate_value_core=False, backend="thread", num_actors=1,
+        separate_value_core=False, state_dependent_std=False, backend="thread", num_actors=1,
         num_envs=16, unroll_length=20, vector_env="auto",
         actor_inference="auto", queue_size=8, policy_lag=0,
         max_actor_failures=3, strategy="none", jit_compile=True,

@@ -42,7 +42,10 @@ UNSUPPORTED = textwrap.dedent('''
         observation_space = gym.spaces.Box(-1., 1., (), np.float32)
 
     class BoxActions(_Base):
-        action_space = gym.spaces.Box(-1., 1., (2,), np.float32)
+        action_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+
+    class GridBoxActions(_Base):
+        action_space = gym.spaces.Box(-1., 1., (2, 2), np.float32)
 
     class GridActions(_Base):
         action_space = gym.spaces.MultiDiscrete([[2, 2], [2, 2]])
@@ -86,8 +89,11 @@ def test_a_module_class_id_makes_the_class_with_the_time_limit_given(user_module
     ("unsupported_envs:ScalarObservations",
      r"the observation space Box\(.*\(\), float32\) is not supported"),
     ("unsupported_envs:BoxActions",
-     r"the action space Box\(.*\) is not supported; supported: Discrete and "
-     r"1-D MultiDiscrete"),
+     r"the action space Box\(-inf, inf, \(2,\), float32\) is not supported; "
+     r"supported: Discrete, 1-D MultiDiscrete and a 1-D float Box with finite "
+     r"bounds"),
+    ("unsupported_envs:GridBoxActions",
+     r"the action space Box\(-1.0, 1.0, \(2, 2\), float32\) is not supported"),
     ("unsupported_envs:GridActions",
      r"the action space MultiDiscrete\(\[\[2 2\] \[2 2\]\]\) is not supported"),
     ("unsupported_envs:NOT_AN_ENV",
@@ -107,6 +113,7 @@ def test_what_cannot_be_trained_is_refused_naming_it(user_modules, env_id, messa
 def test_the_action_space_check_takes_the_supported_spaces():
     envs.check_action_space(gym.spaces.Discrete(3))
     envs.check_action_space(gym.spaces.MultiDiscrete([2, 3]))
+    envs.check_action_space(gym.spaces.Box(-2., 2., (1,), np.float32))
     assert envs.head_sizes(gym.spaces.MultiDiscrete([2, 3])) == (2, 3)
     envs.check_observation_space(gym.spaces.Box(0, 255, (10, 10, 4), np.uint8))
 

@@ -15,7 +15,10 @@ without tf_vtrace installed.
 
 `export_policy` writes a trained policy network (a Keras model observations →
 (logits, value)) as a SavedModel whose ``act`` function maps a batch of
-observations to logits, value, the greedy and a sampled action per head.
+observations to logits, value, the greedy and a sampled action per head; or,
+with ``distribution="gaussian"``, from a diagonal Gaussian whose (mean,
+log-std) pairs are the policy output (`tf_vtrace.distributions`' layout):
+greedy is the mean.
 """
 
 import json
@@ -24,7 +27,11 @@ import tensorflow as tf
 
 from tf_vtrace import _checks, _options, impala
 
-__all__ = ["VTraceModule", "export_policy", "policy_module", "split_heads"]
+__all__ = ["DISTRIBUTIONS", "VTraceModule", "export_policy", "policy_module",
+           "split_heads"]
+
+# How `export_policy` reads the policy output.
+DISTRIBUTIONS = ("categorical", "gaussian")
 
 
 def _spec(shape, name, dtype=tf.float32):
@@ -165,11 +172,14 @@ def split_heads(logits, head_sizes):
 class _PolicyModule(tf.Module):
     """What `export_policy` saves: the model, its head layout, metadata."""
 
-    def __init__(self, model, head_sizes, metadata):
+    def __init__(self, model, head_sizes, metadata, distribution="categorical"):
         super().__init__(name="policy")
         self.model = model
         self.head_sizes = tf.Variable(head_sizes, trainable=False,
                                       dtype=tf.int32, name="head_sizes")
+        self.action_distribution = tf.Variable(
+            distribution, trainable=False, name="action_distribution")
+        self._gaussian = distribution == "gaussian"
         self.metadata = tf.Variable(json.dumps(metadata), trainable=False,
                                     name="metadata")
         self._head_sizes = tuple(head_sizes)
@@ -193,6 +203,11 @@ class _PolicyModule(tf.Module):
                 [observations, core_state], training=False)
         else:
             logits, value = self.model(observations, training=False)
+        if self._gaussian:  # (mean, log-std) pairs
+            mean, log_std = logits[..., 0::2], logits[..., 1::2]
+            return dict(extra, logits=logits, value=value, greedy_action=mean,
+                        sampled_action=mean + tf.exp(log_std) * tf.random.normal(
+                            tf.shape(mean)))
         heads = split_heads(logits, self._head_sizes)
         greedy = [tf.argmax(h, axis=-1, output_type=tf.int32) for h in heads]
         sampled = [tf.random.categorical(h, 1, dtype=tf.int32)[:, 0]
@@ -202,7 +217,8 @@ class _PolicyModule(tf.Module):
                     sampled_action=tf.stack(sampled, axis=-1))
 
 
-def policy_module(model, head_sizes=None, metadata=None):
+def policy_module(model, head_sizes=None, metadata=None,
+                  distribution="categorical"):
     """The `tf.Module` that `export_policy` saves, not saved: its ``act`` is
     the exported one, so a policy can be evaluated in process (as the agent
     does during training) exactly as it will act once exported.
@@ -217,9 +233,17 @@ def policy_module(model, head_sizes=None, metadata=None):
       TypeError: `model` is not a Keras model with known inputs and
         outputs, or `metadata` is not JSON-serializable.
       ValueError: The model's outputs are not (logits, value[, core_state]),
-        or `head_sizes` are not positive or do not sum to its logits.
+        or `head_sizes` are not positive or do not sum to its logits, or
+        `distribution` is not one of `DISTRIBUTIONS` (a Gaussian's: an even
+        number of outputs, no `head_sizes`).
     """
     num_logits = _check_policy_model(model)
+    _checks.check_choice(distribution, "distribution", DISTRIBUTIONS)
+    if distribution == "gaussian" and (head_sizes is not None or num_logits % 2):
+        raise ValueError(
+            "distribution='gaussian' takes no `head_sizes` and a model with "
+            f"an even number of policy outputs (mean, log-std pairs); got "
+            f"head_sizes={head_sizes} and {num_logits} outputs.")
     head_sizes = (num_logits,) if head_sizes is None else tuple(head_sizes)
     sizes = _checks.positive_ints(head_sizes)
     if sizes is None or sum(sizes) != num_logits:
@@ -230,7 +254,7 @@ def policy_module(model, head_sizes=None, metadata=None):
         json.dumps(metadata)
     except (TypeError, ValueError) as error:
         raise TypeError(f"`metadata` must be JSON-serializable: {error}.") from None
-    return _PolicyModule(model, tuple(sizes), metadata)
+    return _PolicyModule(model, tuple(sizes), metadata, distribution)
 
 
 def _check_policy_model(model):
@@ -255,7 +279,8 @@ def _check_policy_model(model):
     return int(shapes[0][-1])
 
 
-def export_policy(model, path, head_sizes=None, metadata=None):
+def export_policy(model, path, head_sizes=None, metadata=None,
+                  distribution="categorical"):
     """Writes a trained policy as a SavedModel with one ``act`` signature.
 
     ``act(observations)`` takes float32 observations [N, ...] (N is None: any
@@ -273,6 +298,12 @@ def export_policy(model, path, head_sizes=None, metadata=None):
     env's, e.g. [2, S]). Start each episode from zeros of that shape and
     feed back the returned state.
 
+    With ``distribution="gaussian"`` the policy output [N, 2·D] is a
+    diagonal Gaussian's (mean, log-std) pairs (`tf_vtrace.distributions`):
+    ``greedy_action`` [N, D] float32 is the mean, ``sampled_action`` a draw,
+    neither clipped to the action space's bounds (clip them on the way to
+    the env). The loaded object's ``action_distribution`` says which.
+
     Args:
       model: A Keras model mapping observations [N, ...] to
         ``(logits [N, Σ A_h], value [N])``, like `tf_vtrace.agent`'s networks.
@@ -280,6 +311,7 @@ def export_policy(model, path, head_sizes=None, metadata=None):
       head_sizes: Actions per head; None: one head with every logit.
       metadata: A JSON-serializable dict saved with the policy (e.g. the env
         id it was trained on); None: an empty dict.
+      distribution: ``"categorical"`` (heads of logits) or ``"gaussian"``.
 
     Returns:
       `path`, as a string.
@@ -297,7 +329,7 @@ def export_policy(model, path, head_sizes=None, metadata=None):
       >>> out["greedy_action"].shape, out["value"].shape
       (TensorShape([3, 1]), TensorShape([3]))
     """
-    module = policy_module(model, head_sizes, metadata)
+    module = policy_module(model, head_sizes, metadata, distribution)
     tf.saved_model.save(module, str(path),
                         signatures={"serving_default": module.act})
     return str(path)

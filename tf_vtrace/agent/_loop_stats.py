@@ -144,6 +144,7 @@ def loop_summary(loop):
             round((counters.updates - loop.start) / loop.calls, 3)
             if loop.calls else None),
         **lag_summary(counters.lags),
+        **loop.recorder.behaviour_summary(),
         **warm_rates(loop.warm_start, loop.loop_end, counters.env_steps,
                      counters.updates),
         **loop.idle.fractions(),

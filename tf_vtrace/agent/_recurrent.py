@@ -22,7 +22,7 @@ CORE_STATE_KEY = "initial_core_state"
 
 
 def lstm_network(observation_shape, head_sizes, hidden_sizes, core_size,
-                 dense, outputs, separate_value=False):
+                 dense, outputs, separate_value=False, preprocess=None):
     """Torso (tanh layers of `hidden_sizes`), an LSTM of `core_size` units,
     then the policy and value heads, both on the LSTM's output; with
     `separate_value`, two such pathways side by side, the policy head on
@@ -31,12 +31,14 @@ def lstm_network(observation_shape, head_sizes, hidden_sizes, core_size,
 
     Args:
       observation_shape: The shape of one observation.
-      head_sizes: Actions per head.
+      head_sizes: Actions per head, or an `ActionPolicy`.
       hidden_sizes: Widths of the torso's layers (of each pathway's).
       core_size: S, the LSTM's units (of each pathway's).
       dense, outputs: The feed-forward networks' layer helpers (one
         initialization for both kinds).
       separate_value: One pathway per head.
+      preprocess: None, or a function of the torso's input applied first
+        (the running statistics' normalisation).
 
     Returns:
       A `keras.Model` [observations, core_state] → [logits, value,
@@ -45,7 +47,8 @@ def lstm_network(observation_shape, head_sizes, hidden_sizes, core_size,
     """
     pathways = ("policy", "value") if separate_value else ("",)
     observations = keras.Input(observation_shape, name="observations")
-    flat = keras.layers.Flatten()(observations)
+    flat = keras.layers.Flatten()(
+        observations if preprocess is None else preprocess(observations))
     features = []
     for pathway in pathways:
         hidden = flat
@@ -61,7 +64,7 @@ def lstm_network(observation_shape, head_sizes, hidden_sizes, core_size,
         (core_output, core_output) if len(pathways) == 1
         else (core_output[:, :core_size], core_output[:, core_size:]))
     heads = keras.Model(core_output, outputs(policy_output, value_output,
-                                             sum(head_sizes)), name="heads")
+                                             head_sizes), name="heads")
     # The one-step model of the actor and the export, built of the three
     # parts that `unroll` applies to whole unrolls (torso, heads) or step by
     # step (the cell).

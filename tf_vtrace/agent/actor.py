@@ -12,7 +12,12 @@ stand behind the same contract:
   ====================== ================= =====================================
   ``observations``       [T+1, B, ...]     x_0 … x_T (x_T bootstraps)
   ``actions``            [T, B, H] int32   a_t, one column per action head
-  ``behaviour_logits``   [T, B, ΣA] f32    μ's logits, heads concatenated
+                         [T, B, D] f32     (a Box: the Gaussian's sample,
+                                           not clipped to the bounds)
+  ``behaviour_logits``   [T, B, P] f32     μ's parameters: the heads' logits
+                                           concatenated (P = ΣA), or the
+                                           Gaussian's (mean, log-std) pairs
+                                           (P = 2·D)
   ``rewards``            [T, B] f32        r_t (clipped if configured)
   ``discounts``          [T, B] f32        γ, 0 where the episode terminated
   ``terminated``         [T, B] bool       the MDP ended (no bootstrap)
@@ -27,7 +32,17 @@ stand behind the same contract:
                                            core``): each env's core state
                                            before step 0 (already zeroed
                                            where an episode starts there)
+  ``discounted_returns`` [T, B] f32        with ``Config.scale_rewards``
+                                           only: each env's R_t = γ R_{t−1}
+                                           + r_t (raw rewards, R = 0 after
+                                           an episode's end), whose running
+                                           variance scales the rewards
   ====================== ================= =====================================
+
+  The actions and behaviour parameters are those of the action space's
+  `tf_vtrace.agent.policies.ActionPolicy`, the same code the learner reads
+  them with; only the copy sent to the env is converted (`to_env`: a Box's
+  actions clipped to its bounds).
 
   With same-step auto-reset, x_{t+1} after an episode end is the next
   episode's first observation; the ended episode's last one is in
@@ -43,16 +58,18 @@ import numpy as np
 import tensorflow as tf
 
 from tf_vtrace import _dispatch
-from tf_vtrace.agent import _recurrent, networks
+from tf_vtrace.agent import _recurrent, _running_statistics, networks, policies
 from tf_vtrace.agent import envs as envs_lib
 
-__all__ = ["ActorBackend", "LocalActor", "UNROLL_KEYS", "actor_seed",
-           "sample_actions"]
+__all__ = ["ActorBackend", "LocalActor", "RETURNS_KEY", "UNROLL_KEYS",
+           "actor_seed", "sample_actions"]
 
 UNROLL_KEYS = (
     "observations", "actions", "behaviour_logits", "rewards", "discounts",
     "terminated", "truncated", "final_observations", "truncation_values",
     "policy_version", "episode_returns", "episode_lengths")
+# The unroll key of the discounted returns (`Config.scale_rewards`).
+RETURNS_KEY = _running_statistics.RETURNS_KEY
 
 
 class ActorBackend(abc.ABC):
@@ -99,21 +116,19 @@ class ActorBackend(abc.ABC):
 
 
 def sample_actions(logits, head_sizes, rng):
-    """One action per head from Categorical(logits), by the Gumbel-max trick.
+    """Actions drawn from the policy's parameters, in NumPy: one per head
+    from Categorical(logits) by the Gumbel-max trick, or a Gaussian's sample
+    (`tf_vtrace.agent.policies.ActionPolicy.sample_numpy`).
 
     Args:
-      logits: [B, ΣA] numpy logits, heads concatenated.
-      head_sizes: Actions per head.
+      logits: [B, P] numpy parameters (logits, heads concatenated).
+      head_sizes: Actions per head, or an `ActionPolicy`.
       rng: A `numpy.random.Generator`.
 
     Returns:
-      Actions [B, H] int32.
+      Actions [B, H] int32 (or [B, D] float32).
     """
-    gumbel = -np.log(-np.log(rng.uniform(1e-12, 1., logits.shape)))
-    if len(head_sizes) == 1:  # (the same draws, without the split and stack)
-        return np.argmax(logits + gumbel, axis=-1).astype(np.int32)[:, None]
-    perturbed = networks.split_heads(logits + gumbel, head_sizes)
-    return np.stack([np.argmax(h, axis=-1) for h in perturbed], -1).astype(np.int32)
+    return policies.as_policy(head_sizes).sample_numpy(logits, rng)
 
 
 class _EpisodeTracker:
@@ -257,11 +272,10 @@ class LocalActor(ActorBackend):
             config.vector_env)
         observation_space, action_space = envs_lib.env_spaces(config.env_id)
         self.action_space = action_space
-        self.head_sizes = envs_lib.head_sizes(action_space)
-        self._model = networks.build_network(
-            observation_space, self.head_sizes, config.hidden_sizes,
-            core=config.core, core_size=config.core_size,
-            separate_value_core=config.separate_value_core)
+        self.action_policy = envs_lib.action_policy(action_space)
+        self.head_sizes = getattr(self.action_policy, "head_sizes", None)
+        self._model = networks.for_config(config, observation_space,
+                                          self.action_policy)
         self.recurrent = _recurrent.is_recurrent(self._model)
         # Each env's core state, carried across steps and unrolls.
         self._core_state = (np.zeros(
@@ -285,6 +299,9 @@ class LocalActor(ActorBackend):
         self._unassigned_weights = None
         self._rng = np.random.default_rng(seed)
         self._episodes = _EpisodeTracker(config.num_envs)
+        # Each env's discounted return so far (`Config.scale_rewards`).
+        self._returns = (np.zeros(config.num_envs, np.float64)
+                         if config.scale_rewards else None)
         self.version = 0
 
     @property
@@ -330,6 +347,8 @@ class LocalActor(ActorBackend):
     def collect(self):
         T = self.config.unroll_length
         buffers = self._empty_buffers(T)
+        if self._returns is not None:
+            buffers[RETURNS_KEY] = np.empty((T, self.config.num_envs), np.float32)
         initial_core_state = (None if self._core_state is None
                               else self._core_state.copy())
         for t in range(T):
@@ -343,12 +362,13 @@ class LocalActor(ActorBackend):
         B, dtype = self.config.num_envs, self._observations.dtype
         observations = np.empty((T + 1,) + self._observations.shape, dtype)
         observations[0] = self._observations
+        policy = self.action_policy
         return {
             "observations": observations,
             "final_observations": np.empty_like(observations[1:]),
-            "behaviour_logits": np.empty((T, B, sum(self.head_sizes)),
-                                         np.float32),
-            "actions": np.empty((T, B, len(self.head_sizes)), np.int32),
+            "behaviour_logits": np.empty((T, B, policy.param_size), np.float32),
+            "actions": np.empty((T, B) + policy.action_shape,
+                                policy.action_dtype),
             "rewards": np.zeros((T, B), np.float32),
             "truncation_values": np.zeros((T, B), np.float32),
             "terminated": np.zeros((T, B), bool),
@@ -361,10 +381,14 @@ class LocalActor(ActorBackend):
             "observations", "behaviour_logits", "actions", "truncated"))
         logits[t], state_after = self._logits(observations[t],
                                               self._core_state)
-        actions[t] = sample_actions(logits[t], self.head_sizes, self._rng)
+        actions[t] = self.action_policy.sample_numpy(logits[t], self._rng)
         next_obs, reward, term, trunc, info = self.envs.step(
-            envs_lib.to_env_actions(actions[t], self.action_space))
+            self.action_policy.to_env(actions[t]))
         self._episodes.update(reward, term | trunc)
+        if self._returns is not None:
+            self._returns = self._returns * self.config.discount + reward
+            buffers[RETURNS_KEY][t] = self._returns
+            self._returns[term | trunc] = 0.
         observations[t + 1] = next_obs
         buffers["final_observations"][t] = _final_observations(next_obs, info)
         buffers["rewards"][t], buffers["terminated"][t] = reward, term
@@ -403,6 +427,8 @@ class LocalActor(ActorBackend):
         }
         if self.recurrent:
             unroll[_recurrent.CORE_STATE_KEY] = initial_core_state
+        if self._returns is not None:
+            unroll[RETURNS_KEY] = buffers[RETURNS_KEY]
         return unroll
 
     def close(self):

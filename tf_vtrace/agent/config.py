@@ -65,7 +65,8 @@ _NUMBER_RANGES = {
     "checkpoint_every_s": (lambda x: x > 0, "a finite positive number"),
 }
 _OPTIONAL = ("max_episode_steps", "reward_clip", "checkpoint_every")
-_BOOLS = ("separate_value_core", "jit_compile")
+_BOOLS = ("separate_value_core", "jit_compile", "normalize_observations",
+          "scale_rewards", "state_dependent_std")
 _CHOICES = {
     "core": CORES, "backend": BACKENDS, "actor_inference": ACTOR_INFERENCE,
     "strategy": STRATEGIES, "correction": CORRECTIONS,
@@ -109,6 +110,12 @@ class Config:
     """Override the env's time limit (None: its own)."""
     reward_clip: float = None
     """Clip rewards to ±reward_clip (None: no clipping)."""
+    normalize_observations: bool = False
+    """Normalise observations by their running mean and std (clipped to
+    ±10), statistics kept in the network's weights (vector observations)."""
+    scale_rewards: bool = False
+    """Divide rewards by the running std of the discounted return (clipped
+    to ±10), as SB3's VecNormalize; after reward_clip."""
 
     # --- The loss ---
     correction: str = "vtrace"
@@ -143,6 +150,9 @@ class Config:
     separate_value_core: bool = False
     """With core lstm: the value head gets its own torso and LSTM, so the
     value loss cannot move the policy's memory."""
+    state_dependent_std: bool = False
+    """Box actions: the Gaussian's log-std is a dense layer of the policy
+    features (else one learned vector, independent of the state)."""
 
     # --- The actors ---
     backend: str = "thread"
@@ -240,6 +250,11 @@ class Config:
         _require(not self.separate_value_core or self.core == "lstm",
                  "separate_value_core", "False unless core='lstm'",
                  self.separate_value_core)
+        # Each host would merge its own observations into its copy.
+        _require(self.strategy != "multi_worker" or not (
+            self.normalize_observations or self.scale_rewards),
+            "normalize_observations", "False with strategy 'multi_worker' "
+            "(and scale_rewards)", self.normalize_observations)
         _require(self.backend != "local" or self.num_actors == 1, "num_actors",
                  "1 with backend 'local' (use 'process' or 'ray')",
                  self.num_actors)

@@ -60,15 +60,35 @@ EPSILON = 1e-6
 
 class CorrectionInputs(collections.namedtuple("CorrectionInputs", [
         "behaviour_logits", "target_logits", "actions", "discounts", "rewards",
-        "values", "bootstrap_value", "truncated", "truncation_values"])):
-    """One unroll, time-major, as `impala_loss` takes it: the logits and the
-    actions are lists with one entry per action head; ``values`` [T, B] is
-    differentiable, ``bootstrap_value`` [B] and ``truncation_values`` not."""
+        "values", "bootstrap_value", "truncated", "truncation_values",
+        "dist_class"], defaults=[None])):
+    """One unroll, time-major, as `impala_loss` takes it: the logits (the
+    policy's parameters) and the actions are lists with one entry per
+    action head; ``values`` [T, B] is differentiable, ``bootstrap_value``
+    [B] and ``truncation_values`` not; ``dist_class`` is None (Categorical
+    heads) or a function from one head's parameters to its distribution
+    (`tf_vtrace.distributions.diagonal_gaussian`), as `impala_loss` takes
+    it (`tf_vtrace.agent.policies.ActionPolicy.loss_heads`)."""
 
 
-def _log_probs(heads, actions):
+def _distributions(heads, dist_class):
+    """One distribution per head."""
+    if dist_class is None:
+        return [tfp.distributions.Categorical(logits=h) for h in heads]
+    return [dist_class(h) for h in heads]
+
+
+def _head_log_probs(heads, actions, dist_class):
+    """log p(a_t|x_t) per head."""
+    if dist_class is None:
+        return vtrace.multi_log_probs_from_logits_and_actions(heads, actions)
+    return [d.log_prob(a) for d, a in zip(_distributions(heads, dist_class),
+                                          actions)]
+
+
+def _log_probs(heads, actions, dist_class=None):
     """log p(a_t|x_t) of the joint action: the sum over heads."""
-    return tf.add_n(vtrace.multi_log_probs_from_logits_and_actions(heads, actions))
+    return tf.add_n(_head_log_probs(heads, actions, dist_class))
 
 
 def _positional(inputs):
@@ -82,21 +102,18 @@ def _truncation(inputs):
 
 def _on_policy_log_probs(inputs):
     """log π(a) per head without gradient, passed as log μ: ρ = c = 1."""
-    return [tf.stop_gradient(log_prob) for log_prob in
-            vtrace.multi_log_probs_from_logits_and_actions(
-                inputs.target_logits, inputs.actions)]
+    return [tf.stop_gradient(log_prob) for log_prob in _head_log_probs(
+        inputs.target_logits, inputs.actions, inputs.dist_class)]
 
 
 def behaviour_diagnostics(inputs):
     """Mean ρ, fraction ρ > e^0.001 ρ̄ (ρ̄ = 1), ESS/N, KL(μ‖π)."""
-    log_rhos = tf.stop_gradient(_log_probs(inputs.target_logits, inputs.actions)
-                                - _log_probs(inputs.behaviour_logits,
-                                             inputs.actions))
+    log_rhos = tf.stop_gradient(_log_rhos(inputs))
     rhos = tf.exp(log_rhos)
-    kl = tf.add_n([tfp.distributions.kl_divergence(
-        tfp.distributions.Categorical(logits=mu),
-        tfp.distributions.Categorical(logits=tf.stop_gradient(pi)))
-        for mu, pi in zip(inputs.behaviour_logits, inputs.target_logits)])
+    kl = tf.add_n([tfp.distributions.kl_divergence(mu, pi) for mu, pi in zip(
+        _distributions(inputs.behaviour_logits, inputs.dist_class),
+        _distributions([tf.stop_gradient(pi) for pi in inputs.target_logits],
+                       inputs.dist_class))])
     # Over the global batch under a strategy: a mean of the replicas' own
     # ratios would not be the batch's.
     sum_rho, sum_rho_squared = _global_sum(
@@ -119,10 +136,17 @@ def correction_targets(correction, inputs):
     _check(correction)
     log_mu = None if correction == "vtrace" else _on_policy_log_probs(inputs)
     targets = impala.vtrace_targets(*_positional(inputs), **_truncation(inputs),
-                                    behaviour_action_log_probs=log_mu)
-    log_rhos = (_log_probs(inputs.target_logits, inputs.actions)
-                - _log_probs(inputs.behaviour_logits, inputs.actions))
-    return targets.vs, targets.pg_advantages, tf.stop_gradient(tf.exp(log_rhos))
+                                    behaviour_action_log_probs=log_mu,
+                                    dist_class=inputs.dist_class)
+    return (targets.vs, targets.pg_advantages,
+            tf.stop_gradient(tf.exp(_log_rhos(inputs))))
+
+
+def _log_rhos(inputs):
+    """log ρ_t = log π(a_t|x_t) − log μ(a_t|x_t), joint over the heads."""
+    return (_log_probs(inputs.target_logits, inputs.actions, inputs.dist_class)
+            - _log_probs(inputs.behaviour_logits, inputs.actions,
+                         inputs.dist_class))
 
 
 def _global_sum(values):
@@ -143,11 +167,11 @@ def _global_steps(like):
 def _weighted_score_loss(correction, inputs, costs, epsilon):
     """The loss of ``"is1"`` and ``"epsilon"`` (see the module doc)."""
     vs, advantages, rhos = correction_targets(correction, inputs)
-    log_pi = _log_probs(inputs.target_logits, inputs.actions)
+    log_pi = _log_probs(inputs.target_logits, inputs.actions, inputs.dist_class)
     score = (rhos * log_pi if correction == "is1"
              else tf.math.log(tf.exp(log_pi) + epsilon))
-    entropy = tf.add_n([tfp.distributions.Categorical(logits=pi).entropy()
-                        for pi in inputs.target_logits])
+    entropy = tf.add_n([d.entropy() for d in _distributions(
+        inputs.target_logits, inputs.dist_class)])
     steps = _global_steps(vs)
     terms = {
         "policy_loss": -tf.reduce_sum(score * advantages) / steps,
@@ -179,7 +203,8 @@ def correction_loss(correction, inputs, costs, epsilon=EPSILON):
         log_mu = None if correction == "vtrace" else _on_policy_log_probs(inputs)
         loss, diagnostics = impala.impala_loss(
             *_positional(inputs), **_truncation(inputs),
-            behaviour_action_log_probs=log_mu, reduction="mean", **costs)
+            behaviour_action_log_probs=log_mu, reduction="mean",
+            dist_class=inputs.dist_class, **costs)
     else:
         loss, diagnostics = _weighted_score_loss(correction, inputs, costs,
                                                  epsilon)

@@ -9,7 +9,9 @@ what a time-limit truncation must bootstrap from.
 Kinds of environment, chosen by id:
 
 * any registered gymnasium env with a `Discrete` action space (CartPole-v1,
-  Acrobot-v1, ...), one action head;
+  Acrobot-v1, ...), one action head, or a 1-D `Box` with finite bounds
+  (Pendulum-v1, HalfCheetah-v5, ...), a diagonal Gaussian policy
+  (`tf_vtrace.agent.policies.DiagonalGaussian`);
 * a user's env: ``module:EnvId-v0`` (gymnasium's own form: ``module`` is
   imported, then ``EnvId-v0`` looked up in the registry it filled) or
   ``module:ClassName`` (a `gymnasium.Env` subclass, made with no arguments).
@@ -38,6 +40,7 @@ import importlib
 import gymnasium as gym
 import numpy as np
 
+from tf_vtrace.agent import policies
 from tf_vtrace.agent._vector_envs import (
     NUMPY_VECTOR_ENV_IDS,
     CartPoleNumpyVectorEnv,
@@ -51,7 +54,7 @@ __all__ = ["CartPoleNumpyVectorEnv", "EnvPoolVectorEnv", "MULTI_DISCRETE_ID",
            "NUMPY_VECTOR_ENV_IDS", "STATELESS_CARTPOLE_ID", "VECTOR_ENVS",
            "check_action_space", "check_env_id", "check_envpool",
            "check_numpy_vector_env", "check_observation_space", "env_spaces",
-           "head_sizes", "make_env", "make_vector_env", "to_env_actions"]
+           "action_policy", "head_sizes", "make_env", "make_vector_env", "to_env_actions"]
 
 MULTI_DISCRETE_ID = "tf_vtrace/CartPoleForce-v0"
 STATELESS_CARTPOLE_ID = "tf_vtrace/StatelessCartPole-v0"
@@ -219,8 +222,12 @@ def env_spaces(env_id):
 
 
 def head_sizes(action_space):
-    """Number of actions per head: (n,) for Discrete, nvec for MultiDiscrete."""
+    """Number of actions per head: (n,) for Discrete, nvec for MultiDiscrete
+    (a Box has no heads: see `action_policy`)."""
     check_action_space(action_space)
+    if isinstance(action_space, gym.spaces.Box):
+        raise ValueError(f"head_sizes: {_one_line(action_space)} has no action "
+                         f"heads (a Gaussian policy: use action_policy).")
     if isinstance(action_space, gym.spaces.Discrete):
         return (int(action_space.n),)
     return tuple(int(n) for n in action_space.nvec)
@@ -230,16 +237,32 @@ def _one_line(space):
     return " ".join(str(space).split())
 
 
+def action_policy(action_space):
+    """The `tf_vtrace.agent.policies.ActionPolicy` the agent acts with in
+    `action_space` (checked by `check_action_space`)."""
+    check_action_space(action_space)
+    return policies.for_action_space(action_space)
+
+
 def check_action_space(action_space):
     """Raises a ValueError naming `Config.env_id` unless the agent can act
-    in `action_space` (one head per Discrete, or per MultiDiscrete entry)."""
+    in `action_space`: one head per Discrete, or per MultiDiscrete entry, or
+    a diagonal Gaussian over a 1-D Box with finite bounds. Refused: Box
+    actions of rank 0 or ≥ 2, with an infinite bound, or of an integer
+    dtype; MultiDiscrete of rank ≥ 2; MultiBinary, Tuple, Dict and others."""
     if isinstance(action_space, gym.spaces.Discrete) or (
             isinstance(action_space, gym.spaces.MultiDiscrete)
             and action_space.nvec.ndim == 1):
         return
+    if (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
+            and np.issubdtype(action_space.dtype, np.floating)
+            and np.isfinite(action_space.low).all()
+            and np.isfinite(action_space.high).all()):
+        return
     raise ValueError(
         f"Config.env_id: the action space {_one_line(action_space)} is not "
-        f"supported; supported: Discrete and 1-D MultiDiscrete.")
+        f"supported; supported: Discrete, 1-D MultiDiscrete and a 1-D float "
+        f"Box with finite bounds.")
 
 
 def check_observation_space(observation_space):
@@ -289,6 +312,13 @@ def _check_registered(env_id):
         raise ValueError(f"Config.env_id: {env_id!r} {what} ({error}).") from None
 
 
+def _action_layout(action_space):
+    """What the policy's output depends on: the heads, or a Box's shape."""
+    if isinstance(action_space, gym.spaces.Box):
+        return tuple(action_space.shape)
+    return head_sizes(action_space)
+
+
 def check_envpool(env_id):
     """Raises a ValueError naming `Config.vector_env` unless EnvPool has
     `env_id` with gymnasium's observation and action spaces."""
@@ -302,7 +332,7 @@ def check_envpool(env_id):
     theirs = spec.observation_space
     if (theirs.shape != observation_space.shape
             or theirs.dtype != observation_space.dtype
-            or head_sizes(spec.action_space) != head_sizes(action_space)):
+            or _action_layout(spec.action_space) != _action_layout(action_space)):
         raise ValueError(
             f"Config.vector_env: EnvPool's {env_id!r} has other spaces than "
             f"gymnasium's ({theirs}, {spec.action_space} vs "
@@ -347,7 +377,10 @@ def make_vector_env(env_id, num_envs, seed, max_episode_steps=None,
 
 
 def to_env_actions(actions, action_space):
-    """Actions [B, heads] int → what the vector env's `step` takes."""
+    """Actions [B, heads] int or [B, D] float → what the vector env's `step`
+    takes (a Box's clipped to its bounds: `policies.DiagonalGaussian.to_env`)."""
     if isinstance(action_space, gym.spaces.Discrete):
         return actions[:, 0]
+    if isinstance(action_space, gym.spaces.Box):
+        return np.clip(actions, action_space.low, action_space.high)
     return actions

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from tf_vtrace import _dispatch, export
 from tf_vtrace.agent import envs as envs_lib
-from tf_vtrace.agent import recording
+from tf_vtrace.agent import policies, recording
 
 __all__ = ["EVAL_SEED", "PolicyError", "TrainingEvaluation", "evaluate",
            "play_episodes"]
@@ -73,14 +73,30 @@ def _check_env_fits(policy, policy_path, env_id, recorded):
         raise PolicyError(f"{policy_path}: {reason}{hint}.") from None
     observation_space, action_space = envs_lib.env_spaces(env_id)
     takes = policy.act.get_concrete_function().structured_input_signature[0][0]
-    heads = tuple(int(n) for n in policy.head_sizes.numpy())
-    env_heads = envs_lib.head_sizes(action_space)
+    acts = _action_layout(policy)
+    env_acts = _action_layout(envs_lib.action_policy(action_space))
     if (not takes.shape[1:].is_compatible_with(observation_space.shape)
-            or heads != env_heads):
+            or acts != env_acts):
         raise PolicyError(
             f"{policy_path}: the policy takes observations of shape "
-            f"{tuple(takes.shape[1:])} and acts with heads {heads}; {env_id!r} "
-            f"gives {observation_space.shape} and takes {env_heads}.")
+            f"{tuple(takes.shape[1:])} and acts with {acts}; {env_id!r} "
+            f"gives {observation_space.shape} and takes {env_acts}.")
+
+
+def _action_layout(policy):
+    """What a policy acts with, comparable between an exported policy and
+    an `ActionPolicy`: ``heads (2, 3)`` or ``a Gaussian of D dimensions``."""
+    if isinstance(policy, policies.ActionPolicy):
+        gaussian = isinstance(policy, policies.DiagonalGaussian)
+        sizes = (policy.param_size,) if gaussian else policy.head_sizes
+    else:
+        distribution = getattr(policy, "action_distribution", None)
+        gaussian = (distribution is not None
+                    and distribution.numpy().decode() == "gaussian")
+        sizes = tuple(int(n) for n in policy.head_sizes.numpy())
+    if gaussian:
+        return f"a Gaussian of {sizes[0] // 2} dimensions"
+    return f"heads {sizes}"
 
 
 def check_episodes(episodes):
@@ -189,7 +205,7 @@ class TrainingEvaluation:
     Args:
       config: The run's `Config`.
       model: The learner's network (evaluated as it is at each `run`).
-      head_sizes: Actions per head.
+      head_sizes: Actions per head, or an `ActionPolicy`.
       out_dir: The run directory.
       resume_env_steps: None in a new run; else the env steps of the
         checkpoint the run resumes from. A ``policy_best/`` from after it
@@ -201,9 +217,10 @@ class TrainingEvaluation:
         self.config = config
         metadata = {"env_id": config.env_id,
                     "max_episode_steps": config.max_episode_steps}
-        self._policy = export.policy_module(model, head_sizes, metadata)
-        self._model, self._head_sizes, self._metadata = (model, head_sizes,
-                                                         metadata)
+        self._export_arguments = policies.as_policy(head_sizes).export_arguments
+        self._policy = export.policy_module(model, metadata=metadata,
+                                            **self._export_arguments)
+        self._model, self._metadata = model, metadata
         self.path = os.path.join(out_dir, "policy_best")
         self.best = None  # best.json's dict
         self._best_weights = None  # Of a best not written yet.
@@ -255,8 +272,9 @@ class TrainingEvaluation:
         current = self._model.get_weights()
         self._model.set_weights(self._best_weights)
         try:
-            export.export_policy(self._model, tmp, self._head_sizes,
-                                 dict(self._metadata, best=self.best))
+            export.export_policy(self._model, tmp,
+                                 metadata=dict(self._metadata, best=self.best),
+                                 **self._export_arguments)
         finally:
             self._model.set_weights(current)
         with open(os.path.join(tmp, "best.json"), "w") as handle:

@@ -34,7 +34,15 @@ import numpy as np
 import tensorflow as tf
 
 from tf_vtrace import _dispatch
-from tf_vtrace.agent import _recurrent, _step_io, corrections, distribute, networks
+from tf_vtrace.agent import (
+    _recurrent,
+    _running_statistics,
+    _step_io,
+    corrections,
+    distribute,
+    networks,
+    policies,
+)
 from tf_vtrace.agent.distribute import check_tf_config, make_strategy
 
 __all__ = ["Learner", "LEARNER_INPUTS", "Update", "check_tf_config",
@@ -154,9 +162,16 @@ class Learner:
     Args:
       config: A `tf_vtrace.agent.config.Config`.
       observation_space: The env's observation space.
-      head_sizes: Actions per head.
+      head_sizes: Actions per head, or the action space's
+        `tf_vtrace.agent.policies.ActionPolicy` (the actors' own).
       strategy: A `tf.distribute.Strategy` for the network, optimizer and
         step; None: `make_strategy(config)` (no strategy for "none").
+
+    With `Config.normalize_observations` or `Config.scale_rewards` the
+    learner owns the running statistics (`_running_statistics`, weights of
+    the network): it merges each unroll's raw observations and discounted
+    returns into them before the update, which then sees them like the
+    weights, and ships them to the actors with the weights.
 
     Raises:
       ValueError: ``config.num_envs`` not divisible by the strategy's
@@ -165,14 +180,13 @@ class Learner:
 
     def __init__(self, config, observation_space, head_sizes, strategy=None):
         self.config = config
-        self.head_sizes = tuple(head_sizes)
+        self.action_policy = policies.as_policy(head_sizes)
+        self.head_sizes = getattr(self.action_policy, "head_sizes", None)
         self.strategy = strategy if strategy is not None else make_strategy(config)
         distribute.local_replicas(self.strategy, config.num_envs)
         with distribute.scope(self.strategy):
-            self.model = networks.build_network(
-                observation_space, self.head_sizes, config.hidden_sizes,
-                seed=config.seed, core=config.core, core_size=config.core_size,
-                separate_value_core=config.separate_value_core)
+            self.model = networks.for_config(config, observation_space,
+                                             self.action_policy, seed=config.seed)
             self.optimizer = make_optimizer(config, config.max_grad_norm)
             self.optimizer.build(self.model.trainable_variables)
         self.recurrent = _recurrent.is_recurrent(self.model)
@@ -190,6 +204,9 @@ class Learner:
                                      autograph=False)
             self._flat_weights = None
         self._targets = tf.function(self._vtrace_targets, autograph=False)
+        self.statistics = _running_statistics.find(self.model)
+        self._merge = (None if self.statistics is None else tf.function(
+            self.statistics.update, autograph=False))
 
     def _compile_step(self):
         """The one-device step and its weight reads, compiled."""
@@ -244,13 +261,16 @@ class Learner:
                                    "discounts", "truncated"))
         logits, values, truncation_values = _network_outputs(
             self.model, batch, self.recurrent)
+        if self.config.scale_rewards:
+            rewards = tf.cast(self.statistics.scale_rewards(rewards), rewards.dtype)
         T = tf.shape(rewards)[0]
-        target_heads = networks.split_heads(logits[:T], self.head_sizes)
-        behaviour_heads = networks.split_heads(behaviour_logits, self.head_sizes)
-        action_heads = tf.unstack(actions, len(self.head_sizes), axis=-1)
+        target_heads, action_heads, dist_class = self.action_policy.loss_heads(
+            logits[:T], actions)
+        behaviour_heads, _, _ = self.action_policy.loss_heads(behaviour_logits,
+                                                              None)
         return corrections.CorrectionInputs(
             behaviour_heads, target_heads, action_heads, discounts, rewards,
-            values[:T], values[T], truncated, truncation_values)
+            values[:T], values[T], truncated, truncation_values, dist_class)
 
     def _loss_and_gradients(self, *inputs):
         """`(loss, diagnostics, gradients)` of one unroll, nothing applied."""
@@ -355,9 +375,23 @@ class Learner:
         prepared.tensors = self._inputs(unroll)
         return prepared
 
+    def merge_statistics(self, unroll):
+        """Merges `unroll`'s raw observations x_0 … x_{T−1} (with
+        `Config.normalize_observations`) and discounted returns (with
+        `Config.scale_rewards`) into the running statistics; nothing
+        without them."""
+        if self._merge is None:
+            return
+        config = self.config
+        self._merge(
+            unroll["observations"][:-1] if config.normalize_observations else None,
+            unroll[_running_statistics.RETURNS_KEY] if config.scale_rewards else None)
+
     def _step_outputs(self, unrolls):
         """`_train_step` on `unrolls`, called flat, split on the host
         (`_step_io.StepVector.split`)."""
+        for unroll in unrolls:
+            self.merge_statistics(unroll)
         tensors = [getattr(unroll, "tensors", None) or self._inputs(unroll)
                    for unroll in unrolls]
         inputs = _step_io.step_inputs(self._counts[len(unrolls)], tensors,
@@ -380,6 +414,7 @@ class Learner:
             packed, before = blocks[0]
         else:
             before = self.version
+            self.merge_statistics(unroll)
             packed = self._step(*distribute.distributed_inputs(
                 self.strategy, unroll, self._input_keys)).numpy()
         return self._vector.diagnostics(packed, before,

@@ -28,9 +28,49 @@ consumer's: the learner sees the observations as the actor normalised them.
 
 import tensorflow as tf
 
-__all__ = ["RunningMeanStd", "ObservationNormalizer", "RewardScaler"]
+__all__ = ["RunningMeanStd", "ObservationNormalizer", "RewardScaler",
+           "merge_moments", "normalize", "scale"]
 
 EPSILON = 1e-8  # added to the variance before its square root
+
+
+def merge_moments(mean, var, count, batch):
+    """(mean, var, count) after merging `batch` [N, *shape] into the
+    statistics (mean, var, count) of the samples so far, by Chan's parallel
+    update (module doc), in float64.
+
+    An empty batch leaves them as they were; with count 0 the batch's own
+    moments are the result.
+    """
+    mean, var, count = (tf.cast(x, tf.float64) for x in (mean, var, count))
+    batch = tf.cast(tf.reshape(batch, tf.concat([[-1], tf.shape(mean)], 0)),
+                    tf.float64)
+    batch_count = tf.cast(tf.shape(batch)[0], tf.float64)
+    # Two passes over the batch; an empty one gives zeros, not NaN.
+    batch_mean = tf.math.divide_no_nan(tf.reduce_sum(batch, 0), batch_count)
+    batch_var = tf.math.divide_no_nan(
+        tf.reduce_sum(tf.square(batch - batch_mean), 0), batch_count)
+    delta = batch_mean - mean
+    total = count + batch_count
+    share = tf.math.divide_no_nan(batch_count, total)  # 0 for no data at all
+    m2 = var * count + batch_var * batch_count + tf.square(delta) * count * share
+    return (mean + delta * share,
+            tf.where(total > 0, tf.math.divide_no_nan(m2, total), var), total)
+
+
+def normalize(x, mean, var, clip):
+    """clip((x − m) / √(v + 1e-8), −clip, clip) (no clip for None), in the
+    dtype of `mean`."""
+    x = tf.cast(x, mean.dtype)
+    normalized = (x - mean) / tf.sqrt(var + EPSILON)
+    return normalized if clip is None else tf.clip_by_value(normalized, -clip, clip)
+
+
+def scale(rewards, var, clip):
+    """clip(r / √(v_R + 1e-8), −clip, clip) (no clip for None), in the dtype
+    of `var`."""
+    scaled = tf.cast(rewards, var.dtype) / tf.sqrt(var + EPSILON)
+    return scaled if clip is None else tf.clip_by_value(scaled, -clip, clip)
 
 
 class RunningMeanStd(tf.Module):
@@ -54,21 +94,10 @@ class RunningMeanStd(tf.Module):
 
     def update(self, batch):
         """Merges a batch [N, *shape] (Chan's parallel update, float64)."""
-        batch = tf.cast(tf.reshape(batch, (-1,) + self.shape), tf.float64)
-        batch_count = tf.cast(tf.shape(batch)[0], tf.float64)
-        # Two passes over the batch; an empty one gives zeros, not NaN.
-        batch_mean = tf.math.divide_no_nan(tf.reduce_sum(batch, 0), batch_count)
-        batch_var = tf.math.divide_no_nan(
-            tf.reduce_sum(tf.square(batch - batch_mean), 0), batch_count)
-        delta = batch_mean - self.mean
-        total = self.count + batch_count
-        share = tf.math.divide_no_nan(batch_count, total)  # 0 for no data at all
-        m2 = (self.var * self.count + batch_var * batch_count
-              + tf.square(delta) * self.count * share)
-        self.mean.assign(self.mean + delta * share)
-        self.var.assign(tf.where(total > 0, tf.math.divide_no_nan(m2, total),
-                                 self.var))
-        self.count.assign(total)
+        mean, var, count = merge_moments(self.mean, self.var, self.count, batch)
+        self.mean.assign(mean)
+        self.var.assign(var)
+        self.count.assign(count)
 
     def std(self):
         """√(var + 1e-8), float64."""
@@ -115,11 +144,8 @@ class ObservationNormalizer(tf.Module):
         return self(observations)
 
     def __call__(self, observations):
-        observations = tf.cast(observations, tf.float64)
-        normalized = (observations - self.stats.mean) / self.stats.std()
-        if self.clip is not None:
-            normalized = tf.clip_by_value(normalized, -self.clip, self.clip)
-        return tf.cast(normalized, tf.float32)
+        return tf.cast(normalize(observations, self.stats.mean, self.stats.var,
+                                 self.clip), tf.float32)
 
 
 class RewardScaler(tf.Module):
@@ -158,10 +184,7 @@ class RewardScaler(tf.Module):
 
     def __call__(self, rewards):
         """r / √(v_R + 1e-8), clipped, as float32."""
-        scaled = tf.cast(rewards, tf.float64) / self.stats.std()
-        if self.clip is not None:
-            scaled = tf.clip_by_value(scaled, -self.clip, self.clip)
-        return tf.cast(scaled, tf.float32)
+        return tf.cast(scale(rewards, self.stats.var, self.clip), tf.float32)
 
     def scale_and_update(self, rewards, dones):
         """`update` with this step's rewards, then their scaled values (SB3's

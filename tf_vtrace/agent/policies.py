@@ -42,7 +42,7 @@ from tf_vtrace.export import split_heads
 tfd = tfp.distributions
 
 __all__ = ["ActionPolicy", "CategoricalHeads", "DiagonalGaussian",
-           "for_action_space"]
+           "as_policy", "for_action_space"]
 
 
 class ActionPolicy(abc.ABC):
@@ -57,6 +57,12 @@ class ActionPolicy(abc.ABC):
     param_size: int
     action_shape: tuple
     action_dtype: np.dtype
+
+    @property
+    @abc.abstractmethod
+    def export_arguments(self):
+        """The keyword arguments of `tf_vtrace.export.export_policy` (and
+        `policy_module`) that say how to read the policy output."""
 
     @abc.abstractmethod
     def loss_heads(self, params, actions):
@@ -134,6 +140,10 @@ class CategoricalHeads(ActionPolicy):
         self.action_shape = (len(self.head_sizes),)
         self.action_dtype = np.dtype(np.int32)
 
+    @property
+    def export_arguments(self):
+        return {"head_sizes": self.head_sizes}
+
     def loss_heads(self, params, actions):
         _check_width(params, self.param_size, "params")
         action_heads = None if actions is None else tf.unstack(
@@ -161,6 +171,8 @@ class CategoricalHeads(ActionPolicy):
         return self.greedy_numpy(np.asarray(params) + gumbel)
 
     def greedy_numpy(self, params):
+        if len(self.head_sizes) == 1:  # (the same, without the split and stack)
+            return np.argmax(params, axis=-1).astype(np.int32)[..., None]
         return np.stack([np.argmax(h, axis=-1) for h in
                          split_heads(np.asarray(params), self.head_sizes)],
                         -1).astype(np.int32)
@@ -188,6 +200,10 @@ class DiagonalGaussian(ActionPolicy):
         self.param_size = 2 * dim
         self.action_shape = (dim,)
         self.action_dtype = np.dtype(np.float32)
+
+    @property
+    def export_arguments(self):
+        return {"distribution": "gaussian"}
 
     def loss_heads(self, params, actions):
         _check_width(params, self.param_size, "params")
@@ -217,6 +233,14 @@ class DiagonalGaussian(ActionPolicy):
         """The actions clipped to [low, high] (the unclipped ones stay for
         the loss)."""
         return np.clip(actions, self.low, self.high)
+
+
+def as_policy(heads):
+    """`heads` as an `ActionPolicy`: a policy is returned as it is; head
+    sizes (actions per head, e.g. ``(2,)``) give `CategoricalHeads`."""
+    if isinstance(heads, ActionPolicy):
+        return heads
+    return CategoricalHeads(heads)
 
 
 def for_action_space(action_space):

@@ -15,10 +15,25 @@
   (as RLlib's StatelessCartPole examples, ``vf_loss_coeff=0.01``), 32 envs ×
   20 steps, 1M env steps, Adam 2e-3.
 
+* ``pendulum``, ``lunarlander-continuous``, ``halfcheetah``, ``hopper``:
+  Box actions (a diagonal Gaussian, log-std one learned vector) on
+  Pendulum-v1 (500k env steps), LunarLanderContinuous-v3 (box2d, 2M),
+  HalfCheetah-v5 and Hopper-v5 (the `mujoco` extra; 3M and 2M), with
+  observation normalisation and reward scaling on
+  (`Config.normalize_observations`, `Config.scale_rewards`), as every
+  reference PPO has. From CleanRL's ``ppo_continuous_action`` (Adam 3e-4,
+  γ 0.99, entropy cost 0, value loss weight 0.5, gradient norm 0.5, two
+  tanh layers of 64) adapted to one IMPALA update per unroll: 16 envs ×
+  32 steps per update. Pendulum takes the Stable-Baselines3 zoo's tuned
+  γ 0.9, and Adam 1e-3 and 16 × 8 steps from the sweep in
+  docs/records/continuous-sweep.md;
+  LunarLanderContinuous the zoo's γ 0.999 and entropy cost 0.01. Only
+  Pendulum's settings were swept.
+
 All but ``cartpole`` start from `PRESET_BASE`.
 """
 
-__all__ = ["DEFAULTS_AS_MEASURED", "PRESETS", "PRESET_BASE"]
+__all__ = ["CONTINUOUS_BASE", "DEFAULTS_AS_MEASURED", "PRESETS", "PRESET_BASE"]
 
 # What every preset but ``cartpole`` pins, whatever `Config`'s defaults:
 # Adam, the gradient clipped to norm 0.5, a queue of one unroll.
@@ -28,6 +43,12 @@ DEFAULTS_AS_MEASURED = PRESET_BASE
 _MINATAR = dict(PRESET_BASE, num_envs=32, unroll_length=20,
                 total_env_steps=5_000_000, learning_rate=5e-4,
                 entropy_cost=0.01, discount=0.99)
+
+# The continuous presets' common settings (see the module doc).
+CONTINUOUS_BASE = dict(PRESET_BASE, normalize_observations=True,
+                       scale_rewards=True, learning_rate=3e-4,
+                       entropy_cost=0., baseline_cost=0.5, discount=0.99,
+                       num_envs=16, unroll_length=32)
 
 PRESETS = {
     "cartpole": {},
@@ -42,4 +63,14 @@ PRESETS = {
         env_id="tf_vtrace/StatelessCartPole-v0", core="lstm",
         separate_value_core=True, baseline_cost=0.01, num_envs=32,
         total_env_steps=1_000_000),
+    "pendulum": dict(CONTINUOUS_BASE, env_id="Pendulum-v1", discount=0.9,
+                     learning_rate=1e-3, unroll_length=8,
+                     total_env_steps=500_000),
+    "lunarlander-continuous": dict(
+        CONTINUOUS_BASE, env_id="LunarLanderContinuous-v3", discount=0.999,
+        entropy_cost=0.01, total_env_steps=2_000_000),
+    "halfcheetah": dict(CONTINUOUS_BASE, env_id="HalfCheetah-v5",
+                        total_env_steps=3_000_000),
+    "hopper": dict(CONTINUOUS_BASE, env_id="Hopper-v5",
+                   total_env_steps=2_000_000),
 }

@@ -36,6 +36,10 @@ __all__ = ["Recorder", "plot_learning_curve", "read_episodes",
            "read_evaluations", "running_mean", "write_summary"]
 
 RECENT_EPISODES = 100
+# The diagnostics of how off-policy the data were (`impala.DIAGNOSTICS`),
+# whose mean over the last `RECENT_UPDATES` updates goes in the summary.
+BEHAVIOUR_DIAGNOSTICS = ("rho_clipped_fraction", "ess_fraction", "kl")
+RECENT_UPDATES = 100
 EPISODES_HEADER = ("env_steps", "return", "length")
 EVALUATIONS_HEADER = ("env_steps", "update", "mean_return", "min_return",
                       "max_return")
@@ -138,6 +142,8 @@ class Recorder:
         self.every = every
         self.episodes_path = os.path.join(out_dir, "episodes.csv")
         self.recent_returns = collections.deque(maxlen=RECENT_EPISODES)
+        self.recent_diagnostics = {key: collections.deque(maxlen=RECENT_UPDATES)
+                                   for key in BEHAVIOUR_DIAGNOSTICS}
         self.updates = 0
         self.evaluations_path = os.path.join(out_dir, "evaluations.csv")
         if resume is None:  # New files: their headers.
@@ -164,11 +170,22 @@ class Recorder:
         returns = self.recent_returns  # (np.mean of a deque: ≈20x slower)
         return sum(returns) / len(returns) if returns else float("nan")
 
+    def behaviour_summary(self):
+        """``rho_clipped_fraction_last_100``, ``ess_fraction_last_100``,
+        ``kl_last_100``: their means over this process's last 100 updates
+        (None before one)."""
+        return {f"{key}_last_{RECENT_UPDATES}":
+                (round(sum(recent) / len(recent), 4) if recent else None)
+                for key, recent in self.recent_diagnostics.items()}
+
     def record(self, env_steps, unroll, diagnostics, counters):
         """Logs one update: its unroll's finished episodes, the learner's
         diagnostics and the loop's `counters` (a dict of floats: throughput,
         skipped updates, actor restarts)."""
         self.updates += 1
+        for key, recent in self.recent_diagnostics.items():
+            if key in diagnostics:
+                recent.append(diagnostics[key])
         for ret, length in zip(unroll["episode_returns"],
                                unroll["episode_lengths"]):
             self._episodes.writerow([env_steps, float(ret), int(length)])
@@ -329,7 +346,9 @@ def write_summary(config, out_dir, worker_index, clock_start, loop_stats):
     waits for the actors to start), the fractions of that time the learner
     waited for unrolls and the actors for the learner
     (`tf_vtrace.agent._loop_stats.IdleClock`), the mean updates per learner
-    call in this process (``updates_per_learner_call``), the unrolls dropped
+    call in this process (``updates_per_learner_call``), the ρ̄-clipped
+    fraction, ESS/N and KL(μ‖π) over its last 100 updates
+    (`Recorder.behaviour_summary`), the unrolls dropped
     at a stop (``discarded_unrolls``: 0 unless an actor did not hand in its
     unroll in time or a second signal came, see `tf_vtrace.agent.train`),
     and with ``config.eval_every`` the last and best greedy evaluation

@@ -491,14 +491,14 @@ def train(config, out_dir, progress=True, restart=False):
         loop = None
         try:
             observation_space, action_space = envs.env_spaces(config.env_id)
-            head_sizes = envs.head_sizes(action_space)
+            action_policy = envs.action_policy(action_space)
             learner = learner_lib.Learner(config, observation_space,
-                                          head_sizes, strategy=strategy)
+                                          action_policy, strategy=strategy)
             loop = _UpdateLoop(config, out_dir, learner, resumed)
             evaluation = None
             if config.eval_every and worker_index == 0:
                 evaluation = evaluate_lib.TrainingEvaluation(
-                    config, learner.model, head_sizes, out_dir,
+                    config, learner.model, action_policy, out_dir,
                     loop.counters.env_steps if resumed else None)
             loop.run(backends.make_actors(config, worker_index=worker_index,
                                           start_update=loop.counters.updates,
@@ -508,7 +508,7 @@ def train(config, out_dir, progress=True, restart=False):
             if loop is None or not loop.started:
                 _not_started(error, out_dir, resumed)
             raise
-        return _finish(loop, head_sizes, worker_index, clock_start)
+        return _finish(loop, action_policy, worker_index, clock_start)
 
 
 def _not_started(error, out_dir, resumed):
@@ -522,7 +522,7 @@ def _not_started(error, out_dir, resumed):
             else f"the run did not start: nothing of it is kept in {out_dir}"))
 
 
-def _finish(loop, head_sizes, worker_index, clock_start):
+def _finish(loop, action_policy, worker_index, clock_start):
     """Writes the policy and the summary after `loop` has run (each tried
     even if the other fails); returns the summary, or raises the run's
     first error, noting on it what was kept."""
@@ -532,9 +532,10 @@ def _finish(loop, head_sizes, worker_index, clock_start):
         _run_dir.write_directory(
             os.path.join(out_dir, "policy"),
             lambda path: export.export_policy(
-                loop.learner.model, path, head_sizes,
+                loop.learner.model, path,
                 metadata={"env_id": config.env_id,
-                          "max_episode_steps": config.max_episode_steps}))
+                          "max_episode_steps": config.max_episode_steps},
+                **action_policy.export_arguments))
         kept.append("policy/")
     except Exception as error:  # A full disk, say: the last policy stays.
         loop.error = loop.error or error

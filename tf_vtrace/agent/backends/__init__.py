@@ -75,7 +75,8 @@ def make_actors(config, worker_index=0, start_update=0, prepare=None):
         their unrolls as acted.
 
     Returns:
-      An `ActorBackend` with ``head_sizes`` and ``version`` attributes.
+      An `ActorBackend` with ``action_policy``, ``head_sizes`` (None for a
+      Box) and ``version`` attributes.
     """
     if config.backend == "local":
         return actor_lib.LocalActor(

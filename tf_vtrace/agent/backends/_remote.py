@@ -87,7 +87,8 @@ class _AsyncActors(actor_lib.ActorBackend):
         self.worker_index = worker_index
         self.num_actors = config.num_actors
         _, action_space = envs.env_spaces(config.env_id)
-        self.head_sizes = envs.head_sizes(action_space)
+        self.action_policy = envs.action_policy(action_space)
+        self.head_sizes = getattr(self.action_policy, "head_sizes", None)
         self.version = 0
         self.unrolls_per_actor = [0] * self.num_actors
         self._failures = _FailureCounts(config)

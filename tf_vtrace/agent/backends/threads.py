@@ -81,7 +81,8 @@ class ThreadActors(actor_lib.ActorBackend):
         self._backlog = max(1, config.queue_size // 2)  # `_learner_behind`
         self.num_actors = config.num_actors
         _, action_space = envs.env_spaces(config.env_id)
-        self.head_sizes = envs.head_sizes(action_space)
+        self.action_policy = envs.action_policy(action_space)
+        self.head_sizes = getattr(self.action_policy, "head_sizes", None)
         self.version, self._latest = 0, None
         self._have_weights = threading.Event()
         self._queue = ActorQueue(config.queue_size)
