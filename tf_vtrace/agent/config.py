@@ -54,6 +54,7 @@ _NUMBER_RANGES = {
     "entropy_cost": (lambda x: x >= 0, "a number >= 0"),
     "baseline_cost": (lambda x: x >= 0, "a number >= 0"),
     "discount": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+    "vtrace_lambda": (lambda x: 0 <= x <= 1, "in [0, 1]"),
     "reward_clip": (lambda x: x > 0, "a positive number or None"),
     "checkpoint_every_s": (lambda x: x > 0, "a positive number"),
 }
@@ -112,6 +113,9 @@ class Config:
       entropy_cost: Weight of the entropy bonus.
       baseline_cost: Weight of ½ (vs − V)².
       discount: γ.
+      vtrace_lambda: λ of the value target's traces, c_i = λ min(c̄, ρ_i)
+        (Espeholt et al. 2018, remark 2; with ρ = c = 1 the TD(λ) return);
+        1: the full T-step V-trace target.
       max_grad_norm: Clip the gradient to this global norm.
       optimizer: One of `OPTIMIZERS`: ``"adam"`` (ε = 1e-5) or
         ``"rmsprop"``, the IMPALA paper's (decay ρ = 0.99, no momentum,
@@ -228,6 +232,7 @@ class Config:
     entropy_cost: float = 0.01
     baseline_cost: float = 0.5
     discount: float = 0.99
+    vtrace_lambda: float = 1.0
     max_grad_norm: float = 40.
     optimizer: str = "rmsprop"
     correction: str = "vtrace"
