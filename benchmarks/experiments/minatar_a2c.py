@@ -128,7 +128,9 @@ def main():
                             **dict(zip(("policy_loss", "value_loss", "entropy",
                                         "grad_norm"), (float(o) for o in out))),
                             adv_std=float(advantages.std()),
-                            value_mean=float(arr["values"].mean())))
+                            value_mean=float(arr["values"].mean()),
+                            probs=np.bincount(arr["actions"].astype(int).ravel(),
+                                              minlength=num_actions).tolist()))
             print(json.dumps(log[-1]), flush=True)
     steps, rets = np.asarray(episodes["env_steps"]), np.asarray(episodes["returns"])
     late = steps > 0.9 * updates * T * B

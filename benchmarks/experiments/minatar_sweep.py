@@ -50,6 +50,14 @@ def make_config(game, seed, total, overrides):
     return Config(**settings)
 
 
+def _mean_probs(logits):
+    """The behaviour policy's action probabilities, averaged over the unroll
+    (one head): which actions the policy still explores."""
+    logits = logits - logits.max(-1, keepdims=True)
+    probs = np.exp(logits)
+    return (probs / probs.sum(-1, keepdims=True)).reshape(-1, logits.shape[-1]).mean(0)
+
+
 def train_run(config):
     """Episodes and block-averaged diagnostics of one synchronous run."""
     from tf_vtrace.agent import backends, policy_lag
@@ -69,9 +77,11 @@ def train_run(config):
             returns += unroll["episode_returns"].tolist()
             for key in DIAGNOSTICS:
                 diagnostics[key].append(diag[key])
+            diagnostics["policy_probs"].append(_mean_probs(unroll["behaviour_logits"]))
     finally:
         actor.close()
-    blocks = {key: [float(np.mean(b)) for b in np.array_split(values, BLOCKS)]
+    blocks = {key: [np.mean(b, axis=0).tolist()
+                    for b in np.array_split(np.asarray(values), BLOCKS)]
               for key, values in diagnostics.items()}
     return steps, returns, blocks
 
@@ -83,6 +93,10 @@ def final_returns(steps, returns, total):
 
 
 def run(args):
+    import tensorflow as tf
+    # One core per run (two runs side by side on the 2-core machine).
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
     overrides = dict(item.split("=", 1) for item in args.overrides)
     overrides = {key: _value(value) for key, value in overrides.items()}
     config = make_config(args.game, args.seed, args.total, overrides)
@@ -123,10 +137,12 @@ def summarize(args):
                          last100=float(np.mean(last)), per_seed=finals,
                          entropy_end=float(np.mean(
                              [r["diagnostics"]["entropy"][-1] for r in records])),
+                         probs_end=np.mean([r["diagnostics"]["policy_probs"][-1]
+                                            for r in records], 0).round(3).tolist(),
                          overrides=records[0]["overrides"]))
         print(f"{game:14s} {point:28s} n={len(records)} {mean:6.2f} "
               f"[{low:6.2f}, {high:6.2f}] last100 {np.mean(last):6.2f} "
-              f"H_end {rows[-1]['entropy_end']:.2f}  "
+              f"H_end {rows[-1]['entropy_end']:.2f} π_end {rows[-1]['probs_end']} "
               + " ".join(f"{f:.2f}" for f in finals))
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
