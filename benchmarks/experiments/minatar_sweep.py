@@ -92,6 +92,24 @@ def final_returns(steps, returns, total):
     return float(returns[late].mean()), float(returns[-100:].mean())
 
 
+def episode_summary(steps, returns, total):
+    """The episodes in `BLOCKS` equal spans of env steps (count, mean
+    return) and the returns of the last 10 % of env steps as a histogram
+    {return: episodes}: the record stays small enough to commit."""
+    steps, returns = np.asarray(steps), np.asarray(returns)
+    edges = np.linspace(0, total, BLOCKS + 1)
+    index = np.clip(np.searchsorted(edges, steps, side="left") - 1, 0, BLOCKS - 1)
+    late = returns[steps > (1 - FINAL_FRACTION) * total]
+    values, counts = np.unique(late, return_counts=True)
+    return dict(block_env_steps=edges[1:].tolist(),
+                block_episodes=np.bincount(index, minlength=BLOCKS).tolist(),
+                block_mean_return=[float(returns[index == i].mean())
+                                   if (index == i).any() else None
+                                   for i in range(BLOCKS)],
+                final_histogram={str(v): int(c) for v, c in zip(values, counts)},
+                max_return=float(returns.max()), episodes=len(returns))
+
+
 def run(args):
     import tensorflow as tf
     # One core per run (two runs side by side on the 2-core machine).
@@ -112,8 +130,8 @@ def run(args):
                   wall_s=round(time.time() - start, 1),
                   loadavg=open("/proc/loadavg").read().split()[:3],
                   final_return=final, last100_return=last100,
-                  diagnostics=blocks,
-                  episodes=dict(env_steps=steps, returns=returns))
+                  diagnostics=blocks, episodes=episode_summary(steps, returns,
+                                                               args.total))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record))
     print(f"{args.game} {args.point} seed {args.seed}: final {final:.2f} "
