@@ -144,7 +144,8 @@ def summarize(args):
     groups = collections.defaultdict(list)
     for path in sorted(RESULTS.glob("*/*.json")):
         record = json.loads(path.read_text())
-        groups[record["game"], record["point"]].append(record)
+        if "point" in record:  # (a2c_control/ holds the control's records)
+            groups[record["game"], record["point"]].append(record)
     rows = []
     for (game, point), records in sorted(groups.items()):
         finals = [r["final_return"] for r in records]
