@@ -89,11 +89,15 @@ def main():
     parser.add_argument("--seconds", type=float, default=20.)
     parser.add_argument("--agent-steps", type=int, default=300_000)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--backends", nargs="+",
+    parser.add_argument("--num-envs", type=int, default=None,
+                        help="envs per actor (default: the preset's)")
+    parser.add_argument("--backends", nargs="*",
                         default=["thread", "process:2"],
-                        help="thread, or process:N (N actor processes)")
+                        help="thread, or process:N (N actor processes); none: no agent runs")
     args = parser.parse_args()
-    config = Config(**dict(PRESETS[args.preset], backend="local"))
+    overrides = {} if args.num_envs is None else {"num_envs": args.num_envs}
+    config = Config(**dict(PRESETS[args.preset], backend="local", **overrides))
+    env_flags = [] if args.num_envs is None else ["--num-envs", str(args.num_envs)]
     for round_ in range(args.rounds):
         for kind in ["env", "act"] + [f"agent/{b}" for b in args.backends]:
             before = _load()
@@ -106,7 +110,8 @@ def main():
                 name, _, actors = kind.split("/")[1].partition(":")
                 flags = ["--backend", name] + (
                     ["--num-actors", actors] if actors else [])
-                rate, idle, command = agent_rate(args.preset, args.agent_steps, flags)
+                rate, idle, command = agent_rate(args.preset, args.agent_steps,
+                                                 flags + env_flags)
                 extra = dict(learner_idle_fraction=idle,
                              command=" ".join(command[1:]))
             print(json.dumps(dict(round=round_, kind=kind, env_steps_per_s=round(rate),
