@@ -40,9 +40,10 @@ def lagged():
     return data, rhos
 
 
-def reference_targets(data, rhos, rho_bar=1.0, c_bar=1.0):
+def reference_targets(data, rhos, rho_bar=1.0, c_bar=1.0, lambda_=1.0):
     """V-trace's backward recursion (Espeholt et al. 2018, remark 1):
-    vs_t = V_t + min(ρ̄, ρ_t) δ_t + γ_t min(c̄, ρ_t) (vs_{t+1} − V_{t+1}),
+    vs_t = V_t + min(ρ̄, ρ_t) δ_t + γ_t c_t (vs_{t+1} − V_{t+1}),
+    c_t = λ min(c̄, ρ_t) (remark 2),
     δ_t = r_t + γ_t V_{t+1} − V_t; A_t = min(ρ̄, ρ_t)(r_t + γ_t vs_{t+1} − V_t).
     A truncated step ends its trace: r_t + γ_t V(final obs), then γ = 0."""
     rewards = np.where(data["truncated"],
@@ -51,7 +52,8 @@ def reference_targets(data, rhos, rho_bar=1.0, c_bar=1.0):
     discounts = np.where(data["truncated"], 0., data["discounts"])
     values = data["values"]
     next_values = np.concatenate([values[1:], data["bootstrap"][None]])
-    clipped_rho, clipped_c = np.minimum(rho_bar, rhos), np.minimum(c_bar, rhos)
+    clipped_rho = np.minimum(rho_bar, rhos)
+    clipped_c = lambda_ * np.minimum(c_bar, rhos)
     vs = np.zeros((T, B))
     next_vs = data["bootstrap"]
     for t in reversed(range(T)):
@@ -64,7 +66,7 @@ def reference_targets(data, rhos, rho_bar=1.0, c_bar=1.0):
     return vs, advantages
 
 
-def reference(correction, data, rhos, epsilon):
+def reference(correction, data, rhos, epsilon, lambda_=1.0):
     """(vs, A, loss, d loss / d logits, d loss / d V) of `correction`.
 
     The policy-gradient term is −ψ_t A_t with ψ_t = w_t log f(π(a_t)); its
@@ -72,7 +74,8 @@ def reference(correction, data, rhos, epsilon):
     vtrace, none: w = 1, f = π;  is1: w = ρ_t (unclipped), f = π;
     epsilon: w = 1, f = π + ε."""
     vs, advantages = reference_targets(
-        data, rhos if correction == "vtrace" else np.ones_like(rhos))
+        data, rhos if correction == "vtrace" else np.ones_like(rhos),
+        lambda_=lambda_)
     logits = data["target"]
     pi = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     onehot = np.eye(A)[data["actions"]]
@@ -90,7 +93,7 @@ def reference(correction, data, rhos, epsilon):
     return vs, advantages, loss, d_logits, d_values
 
 
-def run(correction, data, epsilon):
+def run(correction, data, epsilon, lambda_=1.0):
     as32 = lambda x: tf.constant(x, tf.float32)  # noqa: E731
     target, values = as32(data["target"]), as32(data["values"])
     inputs = corrections.CorrectionInputs(
@@ -102,9 +105,11 @@ def run(correction, data, epsilon):
         tape.watch([target, values])
         loss, diagnostics = corrections.correction_loss(
             correction, inputs, dict(baseline_cost=BASELINE_COST,
-                                     entropy_cost=0.), epsilon=epsilon)
+                                     entropy_cost=0.), epsilon=epsilon,
+            lambda_=lambda_)
     d_logits, d_values = tape.gradient(loss, [target, values])
-    vs, advantages, _ = corrections.correction_targets(correction, inputs)
+    vs, advantages, _ = corrections.correction_targets(correction, inputs,
+                                                       lambda_)
     return [np.asarray(x) for x in (vs, advantages, loss, d_logits, d_values)
             ], diagnostics
 
@@ -119,6 +124,25 @@ def test_correction_matches_its_formula_on_lagged_data(lagged, correction,
     want = reference(correction, data, rhos, epsilon)
     for name, g, w in zip(("vs", "A", "loss", "d/dlogits", "d/dV"), got, want):
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("correction", corrections.CORRECTIONS)
+def test_lambda_cuts_the_traces_as_its_formula_does(lagged, correction):
+    """λ = 0.6 against the recursion with c_t = λ min(c̄, ρ_t); the targets
+    move by far more than the tolerance from λ = 1's."""
+    data, rhos = lagged
+    got, _ = run(correction, data, 0.2, lambda_=0.6)
+    want = reference(correction, data, rhos, 0.2, lambda_=0.6)
+    for name, g, w in zip(("vs", "A", "loss", "d/dlogits", "d/dV"), got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6, err_msg=name)
+    assert np.abs(got[0] - run(correction, data, 0.2)[0][0]).max() > 0.1
+
+
+def test_config_vtrace_lambda_range():
+    assert Config().vtrace_lambda == 1.0
+    assert Config(vtrace_lambda=0.).vtrace_lambda == 0.
+    with pytest.raises(ValueError, match=r"Config\.vtrace_lambda must be in \[0, 1\]"):
+        Config(vtrace_lambda=1.5)
 
 
 def test_corrections_differ_where_their_formulas_do(lagged):

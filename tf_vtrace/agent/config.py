@@ -61,6 +61,7 @@ _NUMBER_RANGES = {
     "entropy_cost": (lambda x: x >= 0, "a finite number >= 0"),
     "baseline_cost": (lambda x: x >= 0, "a finite number >= 0"),
     "discount": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+    "vtrace_lambda": (lambda x: 0 <= x <= 1, "in [0, 1]"),
     "reward_clip": (lambda x: x > 0, "a finite positive number or None"),
     "checkpoint_every_s": (lambda x: x > 0, "a finite positive number"),
 }
@@ -128,6 +129,9 @@ class Config:
     """Weight of the entropy bonus."""
     baseline_cost: float = 0.5
     """Weight of the value loss ½ (vs − V)²."""
+    vtrace_lambda: float = 1.0
+    """λ of V-trace's traces, c_i = λ min(c̄, ρ_i) (Espeholt et al. 2018,
+    remark 2); 1: the full T-step target."""
 
     # --- The optimizer ---
     optimizer: str = "rmsprop"

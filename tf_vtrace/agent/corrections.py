@@ -126,18 +126,20 @@ def behaviour_diagnostics(inputs):
             "kl": tf.reduce_mean(kl)}
 
 
-def correction_targets(correction, inputs):
+def correction_targets(correction, inputs, lambda_=1.0):
     """`(vs, A, ρ)` of `correction`: the value target, the policy-gradient
     advantage and the real ρ_t of the data (all without gradient).
 
     ``"vtrace"``: V-trace's vs and A (clipped ρ); the others: vs and A with
-    ρ = c = 1. For ``"is1"`` the policy gradient is ρ_t A_t log π.
+    ρ = c = 1. For ``"is1"`` the policy gradient is ρ_t A_t log π. `lambda_`
+    is λ of the traces, c_i = λ min(c̄, ρ_i) (1: the module doc's vs).
     """
     _check(correction)
     log_mu = None if correction == "vtrace" else _on_policy_log_probs(inputs)
     targets = impala.vtrace_targets(*_positional(inputs), **_truncation(inputs),
                                     behaviour_action_log_probs=log_mu,
-                                    dist_class=inputs.dist_class)
+                                    dist_class=inputs.dist_class,
+                                    lambda_=lambda_)
     return (targets.vs, targets.pg_advantages,
             tf.stop_gradient(tf.exp(_log_rhos(inputs))))
 
@@ -164,9 +166,9 @@ def _global_steps(like):
     return tf.cast(tf.size(like) * replicas, like.dtype)
 
 
-def _weighted_score_loss(correction, inputs, costs, epsilon):
+def _weighted_score_loss(correction, inputs, costs, epsilon, lambda_):
     """The loss of ``"is1"`` and ``"epsilon"`` (see the module doc)."""
-    vs, advantages, rhos = correction_targets(correction, inputs)
+    vs, advantages, rhos = correction_targets(correction, inputs, lambda_)
     log_pi = _log_probs(inputs.target_logits, inputs.actions, inputs.dist_class)
     score = (rhos * log_pi if correction == "is1"
              else tf.math.log(tf.exp(log_pi) + epsilon))
@@ -185,7 +187,7 @@ def _weighted_score_loss(correction, inputs, costs, epsilon):
     return loss, diagnostics
 
 
-def correction_loss(correction, inputs, costs, epsilon=EPSILON):
+def correction_loss(correction, inputs, costs, epsilon=EPSILON, lambda_=1.0):
     """`(loss, diagnostics)` of one unroll under `correction` (module doc).
 
     Args:
@@ -193,6 +195,7 @@ def correction_loss(correction, inputs, costs, epsilon=EPSILON):
       inputs: A `CorrectionInputs`.
       costs: A dict with ``baseline_cost`` and ``entropy_cost``.
       epsilon: ε of ``"epsilon"``.
+      lambda_: λ of the traces, c_i = λ min(c̄, ρ_i) (`correction_targets`).
 
     Returns:
       The scalar loss (a mean over the global T·B steps) and a dict of the
@@ -204,10 +207,10 @@ def correction_loss(correction, inputs, costs, epsilon=EPSILON):
         loss, diagnostics = impala.impala_loss(
             *_positional(inputs), **_truncation(inputs),
             behaviour_action_log_probs=log_mu, reduction="mean",
-            dist_class=inputs.dist_class, **costs)
+            dist_class=inputs.dist_class, lambda_=lambda_, **costs)
     else:
         loss, diagnostics = _weighted_score_loss(correction, inputs, costs,
-                                                 epsilon)
+                                                 epsilon, lambda_)
     diagnostics.update(behaviour_diagnostics(inputs))
     return loss, diagnostics
 

@@ -279,7 +279,8 @@ class Learner:
             loss, diagnostics = corrections.correction_loss(
                 self.config.correction, inputs,
                 dict(baseline_cost=self.config.baseline_cost,
-                     entropy_cost=self.config.entropy_cost))
+                     entropy_cost=self.config.entropy_cost),
+                lambda_=self.config.vtrace_lambda)
         gradients = tape.gradient(loss, self.model.trainable_variables)
         return loss, diagnostics, gradients
 
@@ -321,7 +322,7 @@ class Learner:
     def _vtrace_targets(self, *inputs):
         inputs = self._loss_inputs(*inputs)
         vs, advantages, rhos = corrections.correction_targets(
-            self.config.correction, inputs)
+            self.config.correction, inputs, self.config.vtrace_lambda)
         return {"vs": vs, "pg_advantages": advantages, "rhos": rhos,
                 "values": inputs.values,
                 "bootstrap_value": inputs.bootstrap_value,
