@@ -159,9 +159,10 @@ def drain(loop):
     actors' `close` counts what is left (``discarded_unrolls``). Not in a
     multi-worker run: there every host's learner joins each update's
     all-reduce, and hosts with different numbers of unrolls left would
-    wait for each other. Returns the error that ended it, else None."""
+    wait for each other. An error that ends it becomes the loop's `error`
+    if it has none."""
     if loop.config.strategy == "multi_worker":
-        return None
+        return
     loop.actor.stop_acting(loop.stop.seconds_left())
     before = loop.counters.updates
     try:
@@ -176,10 +177,9 @@ def drain(loop):
     except (NonFiniteUpdates, backends.ActorFailure) as error:
         if loop.interrupted and not loop.stop.seconds_left():
             error = _faults.hung(error, loop.stop_signal, DRAIN_TIMEOUT_S)
+        loop.error = loop.error or error
         loop.bar.write("stopped learning on the unrolls left: "
                        f"{_faults.exception_line(error)}")
-        return error
-    return None
 
 
 def close_actors(actor, write):

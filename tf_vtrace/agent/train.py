@@ -121,8 +121,7 @@ class _UpdateLoop:
                 self.error = error
                 self.bar.write(_faults.stopping_line(error))
                 if isinstance(error, backends.ActorFailure):
-                    # The other actors' unrolls.
-                    self.error = self.error or _stop.drain(self)
+                    _stop.drain(self)  # The other actors' unrolls.
             except KeyboardInterrupt as interrupt:
                 stop.seen()
                 self.interrupted = True
@@ -133,7 +132,7 @@ class _UpdateLoop:
                 self.bar.write(f"interrupted ({self.stop_signal}): learning on "
                                "the unrolls already started, then writing the "
                                "curve, a checkpoint and the policy")
-                self.error = self.error or _stop.drain(self)
+                _stop.drain(self)
             except Exception as error:  # A write that failed, say.
                 self.error = error
                 self.bar.write(_faults.stopping_line(error))
