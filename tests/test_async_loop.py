@@ -18,7 +18,7 @@ import pytest
 from tolerances import POLL_TIMEOUT_S
 
 from tf_vtrace.agent import __main__ as cli
-from tf_vtrace.agent import _loop_stats, actor, backends, policy_lag
+from tf_vtrace.agent import _loop_stats, _progress, _stop, actor, backends, policy_lag
 from tf_vtrace.agent import train as train_lib
 from tf_vtrace.agent.config import Config
 
@@ -229,7 +229,7 @@ def test_a_stop_gives_up_on_an_actor_that_hangs():
 
 
 def test_a_stopped_run_learns_on_the_unrolls_the_actor_had_started(tmp_path):
-    """`_UpdateLoop._drain`, as Ctrl-C runs it: every unroll the actor had
+    """`_stop.drain`, as Ctrl-C runs it: every unroll the actor had
     started (queued or being acted) is learned on and recorded, and no
     more is acted. Not in a multi-worker run (its hosts' updates must
     match)."""
@@ -238,7 +238,7 @@ def test_a_stopped_run_learns_on_the_unrolls_the_actor_had_started(tmp_path):
     loop = train_lib._UpdateLoop(config, str(tmp_path), learner, resumed=False)
     loop.actor, loop.loop_start = actors, time.time()
     loop.recorder = train_lib.recording.Recorder(str(tmp_path))
-    loop.bar = train_lib._progress_bar(config, False, loop.counters)
+    loop.bar = _progress.ProgressBar(config, False, loop.counters)
     try:
         actors.set_weights(learner.get_weights(), 0)
         _wait_for_a_waiting_actor(actors)
@@ -246,10 +246,10 @@ def test_a_stopped_run_learns_on_the_unrolls_the_actor_had_started(tmp_path):
         assert loop.counters.updates == 2 and loop.calls == 1
         _wait_for_a_waiting_actor(actors)
         loop.config = config.replace(strategy="multi_worker")
-        loop._drain()
+        _stop.drain(loop)
         assert loop.counters.updates == 2 and actors.pending() == 3
         loop.config = config
-        loop._drain()
+        _stop.drain(loop)
         assert loop.counters.updates == 5 and actors.pending() == 0
         assert actors.unrolls_per_actor == [5]
     finally:

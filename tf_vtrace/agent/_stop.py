@@ -14,6 +14,10 @@ waiting for an unroll that does not come (a hung environment), is
 interrupted as by a second signal (`stop_on_signals`' watch): only while it
 waits for the actors, never inside a learner step. Off the main thread
 (where handlers cannot be set) the request never comes.
+
+A stopping loop then learns on the unrolls the actors had started
+(`drain`, within `DRAIN_TIMEOUT_S`) and closes the actors (`close_actors`,
+within `CLOSE_TIMEOUT_S`).
 """
 
 import contextlib
@@ -21,8 +25,19 @@ import signal
 import threading
 import time
 
-__all__ = ["StopRequest", "call_within", "stop_on_signals"]
+from tf_vtrace.agent import _faults, backends
+from tf_vtrace.agent._update_step import NonFiniteUpdates
 
+__all__ = ["CLOSE_TIMEOUT_S", "DRAIN_TIMEOUT_S", "StopRequest", "call_within",
+           "close_actors", "drain", "stop_on_signals"]
+
+# How long a stopping run waits for the unrolls the actors had started
+# (`drain`): a CartPole unroll takes milliseconds, an Atari one a fraction
+# of a second; a scheduler's grace period after SIGTERM is commonly 30 s,
+# and the checkpoint is written after this.
+DRAIN_TIMEOUT_S = 10.
+# How long closing the actors may take (a hung env's thread cannot end).
+CLOSE_TIMEOUT_S = 5.
 # How often the watch looks at the loop (seconds).
 _WATCH_TICK_S = 0.1
 
@@ -134,3 +149,47 @@ def call_within(function, timeout_s):
     if outcome[0] is not None:
         raise outcome[0]
     return True
+
+
+def drain(loop):
+    """At a stop: learns on the unrolls the actors had started (queued,
+    in flight, half acted) with `loop` (the `tf_vtrace.agent.train.
+    _UpdateLoop`), so that none of their env steps is lost. They arrive
+    within milliseconds; an actor that has not handed its unroll in after
+    `DRAIN_TIMEOUT_S`, a failure or a second Ctrl-C ends this, and the
+    actors' `close` counts what is left (``discarded_unrolls``). Not in a
+    multi-worker run: there every host's learner joins each update's
+    all-reduce, and hosts with different numbers of unrolls left would
+    wait for each other. An error that ends it becomes the loop's `error`
+    if it has none."""
+    if loop.config.strategy == "multi_worker":
+        return
+    loop.actor.stop_acting(loop.stop.seconds_left())
+    before = loop.counters.updates
+    try:
+        while (loop.actor.pending()
+               and loop.counters.updates < loop.config.num_updates):
+            loop._update(stopping=True)
+        if loop.counters.updates > before:
+            loop.bar.write(f"learned on the {loop.counters.updates - before}"
+                           " unrolls the actors had started")
+    except KeyboardInterrupt:
+        loop.bar.write("a second signal: the unrolls left are dropped")
+    except (NonFiniteUpdates, backends.ActorFailure) as error:
+        if loop.interrupted and not loop.stop.seconds_left():
+            error = _faults.hung(error, loop.stop_signal, DRAIN_TIMEOUT_S)
+        loop.error = loop.error or error
+        loop.bar.write("stopped learning on the unrolls left: "
+                       f"{_faults.exception_line(error)}")
+
+
+def close_actors(actor, write):
+    """Closes `actor`, waiting at most `CLOSE_TIMEOUT_S` (a hung env's
+    thread is left behind, said with `write`); the number of unrolls left
+    behind with it (0 if it closed)."""
+    if call_within(actor.close, CLOSE_TIMEOUT_S):
+        return 0
+    abandoned = actor.pending()
+    write(f"the actors did not stop within {CLOSE_TIMEOUT_S}"
+          " s (a hung environment?): left behind")
+    return abandoned

@@ -28,15 +28,14 @@ a row stop the run (`NonFiniteUpdates`), as `Config.max_actor_failures`
 failures of one actor in a row do (`ActorFailure`), or any other error (the
 env of the ``"local"`` actor, a full disk). Ctrl-C (SIGINT) or SIGTERM stops
 the loop after the current update; the unrolls the actors had started are
-learned on first (`_drain`, waiting at most `_DRAIN_TIMEOUT_S`, 10 s, for
-them: a loop still waiting for an unroll then is interrupted, `_stop`), then
+learned on first (`_stop.drain`, waiting at most `_stop.DRAIN_TIMEOUT_S`,
+10 s, for them: a loop still waiting for an unroll then is interrupted), then
 the curve, a last checkpoint, the policy and the summary are written, as after
 an error (each whole or not at all; `tf_vtrace.agent._faults` says what was
 kept). A second signal drops the unrolls left; one while the outputs are
 written raises KeyboardInterrupt at once.
 """
 
-import math
 import os
 import signal
 import time
@@ -54,167 +53,19 @@ from tf_vtrace.agent import (
 )
 from tf_vtrace.agent import evaluate as evaluate_lib
 from tf_vtrace.agent import learner as learner_lib
+from tf_vtrace.agent._progress import ProgressBar
+from tf_vtrace.agent._schedule import Schedule
+from tf_vtrace.agent._update_step import (
+    NonFiniteUpdates,
+    SkipStreak,
+    actor_learner_step,
+    actor_learner_steps,
+)
 
 __all__ = ["NonFiniteUpdates", "RunDirectoryError", "actor_learner_step",
            "actor_learner_steps", "train"]
 
 RunDirectoryError = _run_dir.RunDirectoryError
-
-
-# How long a stopping run waits for the unrolls the actors had started
-# (`_UpdateLoop._drain`): a CartPole unroll takes milliseconds, an Atari
-# one a fraction of a second; a scheduler's grace period after SIGTERM is
-# commonly 30 s, and the checkpoint is written after this.
-_DRAIN_TIMEOUT_S = 10.
-# How long closing the actors may take (a hung env's thread cannot end).
-_CLOSE_TIMEOUT_S = 5.
-
-
-class NonFiniteUpdates(RuntimeError):
-    """`Config.max_nonfinite_updates` learner updates in a row were skipped."""
-
-    part = "the learner"
-
-
-# Diagnostics that are not the update's own numbers (never tested).
-_BOOKKEEPING = ("policy_lag", "update_skipped")
-
-
-def _non_finite(diagnostics):
-    """The names of the diagnostics that are NaN or ±inf."""
-    return {key for key, value in diagnostics.items()
-            if key not in _BOOKKEEPING and not math.isfinite(value)}
-
-
-def actor_learner_step(actor, learner, history, idle=None):
-    """One update: the actor acts with the lagged weights, the learner learns.
-
-    With the synchronous ``"local"`` backend the actor collects the unroll
-    here; with the others it was (mostly) acted while the learner learned
-    on the ones before, and `collect` only takes it.
-
-    Args:
-      actor: An `ActorBackend`.
-      learner: A `Learner`.
-      history: The `WeightHistory` of the learner's weights (pushed here).
-      idle: An `IdleClock` to add the time spent in `collect` to (or None).
-
-    Returns:
-      `(unroll, diagnostics)`.
-    """
-    return actor_learner_steps(actor, learner, history, idle)[0]
-
-
-def actor_learner_steps(actor, learner, history, idle=None, most=1):
-    """`actor_learner_step`, with the unrolls already queued behind the
-    first (`ActorBackend.collect_queued`, up to `most` in all) learned on
-    in the same call (`Learner.update_each`); the actors get the weights
-    after the last. Returns a list of `(unroll, diagnostics)`, in order."""
-    version, weights = history.lagged()
-    if version != actor.version or history.newest_version == 0:
-        actor.set_weights(weights, version)
-    start = time.perf_counter()
-    if idle is not None:
-        idle.waiting_since = time.monotonic()
-    try:
-        unrolls = [actor.collect()]
-    except (backends.ActorFailure, KeyboardInterrupt):
-        raise
-    except Exception as error:  # The synchronous actor's env, say.
-        raise _faults.actor_failure(error) from error
-    finally:
-        if idle is not None:
-            idle.waiting_since = None
-    if idle is not None:
-        idle.collect_s += time.perf_counter() - start
-    while len(unrolls) < most:
-        queued = actor.collect_queued()
-        if queued is None:
-            break
-        unrolls.append(queued)
-    updates = learner.update_each(unrolls)
-    history.push(updates[-1].version, updates[-1].weights)
-    return [(unroll, update.diagnostics)
-            for unroll, update in zip(unrolls, updates)]
-
-
-def _progress_bar(config, enabled, counters, resumed=False):
-    """The run's progress bar, after the lines that open a resumed run or
-    one that checkpoints by update count."""
-    from tqdm import tqdm
-    bar = tqdm(total=config.num_updates * config.steps_per_update,
-               initial=counters.env_steps, unit="step", unit_scale=True,
-               disable=not enabled, dynamic_ncols=True, desc=config.env_id)
-    if resumed:
-        bar.write(f"resuming at update {counters.updates} "
-                  f"(env step {counters.env_steps})")
-    if config.checkpoint_every is None and config.checkpoint_updates:
-        bar.write(f"checkpoints every {config.checkpoint_updates} updates "
-                  "(--checkpoint-every), not by time: a multi-worker run's "
-                  "hosts must checkpoint at the same update")
-    return bar
-
-
-class _Schedule:
-    """When the loop's periodic work comes (Sample Factory's periodic
-    callbacks, Acme's `Checkpointer(time_delta_minutes=…)`, in small): a
-    checkpoint every `Config.checkpoint_updates` updates, or where that is
-    None `Config.checkpoint_every_s` seconds after the last one; a greedy
-    evaluation when its `TrainingEvaluation` says so; and how many updates
-    one learner call may make before the next of them or the run's end.
-
-    Args:
-      config: The run's `Config`.
-      updates_per_call: `Learner.updates_per_call`.
-    """
-
-    def __init__(self, config, updates_per_call):
-        self.config, self.updates_per_call = config, updates_per_call
-        self.evaluation = None  # A `TrainingEvaluation` (set by the loop).
-        self.checkpoint_saved()
-
-    def checkpoint_saved(self):
-        """Starts the wait for the next timed checkpoint."""
-        self.next_checkpoint = (time.monotonic()
-                                + self.config.checkpoint_every_s)
-
-    def call_size(self, counters):
-        """The most updates the next learner call may make: up to
-        `updates_per_call`, ending at the first one that the run's end, an
-        evaluation or a checkpoint by update count follows (so that they
-        come where one update per call puts them)."""
-        most = 1
-        while most < self.updates_per_call and not self._due_after(
-                counters, most):
-            most += 1
-        return most
-
-    def checkpoint_due(self, counters):
-        """Whether a checkpoint is due after the update `counters` end at."""
-        if self.config.checkpoint_updates is not None:
-            return self._counted_checkpoint_at(counters.updates)
-        return time.monotonic() >= self.next_checkpoint
-
-    def evaluation_due(self, counters):
-        """Whether an evaluation is due after the update `counters` end at
-        (always after the run's last)."""
-        return self.evaluation is not None and self.evaluation.due(
-            counters.env_steps, counters.updates == self.config.num_updates)
-
-    def _due_after(self, counters, ahead):
-        """Whether the run's end, an evaluation or a checkpoint by update
-        count follows the update `ahead` updates from now."""
-        updates = counters.updates + ahead
-        return (updates >= self.config.num_updates
-                or self._counted_checkpoint_at(updates)
-                or (self.evaluation is not None and self.evaluation.due(
-                    counters.env_steps + ahead * self.config.steps_per_update,
-                    False)))
-
-    def _counted_checkpoint_at(self, updates):
-        """Whether a checkpoint by update count is due after `updates`."""
-        every = self.config.checkpoint_updates
-        return every is not None and updates % every == 0
 
 
 class _UpdateLoop:
@@ -223,10 +74,10 @@ class _UpdateLoop:
     Built, it restores the newest usable checkpoint of a resumed run (or
     starts at update 0). `run` does the remaining updates until the last
     one, the first Ctrl-C / SIGTERM or a stopping error (`error`), then
-    learns on the unrolls the actors had started (`_drain`; not after
+    learns on the unrolls the actors had started (`_stop.drain`; not after
     `NonFiniteUpdates`), then (always) closes the progress bar, saves a
-    last checkpoint, writes the curve and closes the actors. Its numbers
-    for the summary: `tf_vtrace.agent._loop_stats.loop_summary`.
+    last checkpoint, writes the curve and closes the actors (`_stop`). Its
+    numbers for the summary: `tf_vtrace.agent._loop_stats.loop_summary`.
     """
 
     def __init__(self, config, out_dir, learner, resumed):
@@ -246,20 +97,19 @@ class _UpdateLoop:
         self.evaluation = None  # Set by `run`.
         self.warm_start = self.loop_start = self.loop_end = None
         self.idle = _loop_stats.IdleClock(config)
-        self.schedule = _Schedule(config, learner.updates_per_call)
-        # The current streak of skipped updates, and what was non-finite.
-        self.streak, self.streak_names = 0, set()
+        self.schedule = Schedule(config, learner.updates_per_call)
+        self.skips = SkipStreak(config.max_nonfinite_updates)
         self.calls = 0  # Learner calls in this process (`_update`).
         self.abandoned_unrolls = 0  # Of actors that did not close in time.
         self.started = False  # The loop began (its records opened).
-        self.stop = _stop.StopRequest(_DRAIN_TIMEOUT_S)  # `run`'s, there.
+        self.stop = _stop.StopRequest(_stop.DRAIN_TIMEOUT_S)  # `run`'s, there.
 
     def run(self, actor, progress, evaluation=None):
         """Runs the updates left with `actor` (closed at the end), evaluating
         with `evaluation` (a `TrainingEvaluation`, or None) when it is due."""
         self._open(actor, progress, evaluation)
         config, counters = self.config, self.counters
-        with _stop.stop_on_signals(_DRAIN_TIMEOUT_S,
+        with _stop.stop_on_signals(_stop.DRAIN_TIMEOUT_S,
                                    lambda: self.idle.waiting_since) as stop:
             self.stop = stop
             try:
@@ -271,18 +121,18 @@ class _UpdateLoop:
                 self.error = error
                 self.bar.write(_faults.stopping_line(error))
                 if isinstance(error, backends.ActorFailure):
-                    self._drain()  # The other actors' unrolls.
+                    _stop.drain(self)  # The other actors' unrolls.
             except KeyboardInterrupt as interrupt:
                 stop.seen()
                 self.interrupted = True
                 self.stop_signal = stop.signal_name or "SIGINT"
                 if stop.forced:
                     self.error = _faults.hung(interrupt, self.stop_signal,
-                                             _DRAIN_TIMEOUT_S)
+                                             _stop.DRAIN_TIMEOUT_S)
                 self.bar.write(f"interrupted ({self.stop_signal}): learning on "
                                "the unrolls already started, then writing the "
                                "curve, a checkpoint and the policy")
-                self._drain()
+                _stop.drain(self)
             except Exception as error:  # A write that failed, say.
                 self.error = error
                 self.bar.write(_faults.stopping_line(error))
@@ -305,40 +155,10 @@ class _UpdateLoop:
             actor.close()
             raise
         self.started = True
-        self.bar = _progress_bar(self.config, progress, counters, self.resumed)
-        self.next_postfix = 0.  # `time.monotonic()` of the next postfix.
-
-    def _drain(self):
-        """At a stop: learns on the unrolls the actors had started (queued,
-        in flight, half acted), so that none of their env steps is lost.
-        They arrive within milliseconds; an actor that has not handed its
-        unroll in after `_DRAIN_TIMEOUT_S`, a failure or a second Ctrl-C
-        ends this, and the actors' `close` counts what is left
-        (``discarded_unrolls``). Not in a multi-worker run: there every
-        host's learner joins each update's all-reduce, and hosts with
-        different numbers of unrolls left would wait for each other."""
-        if self.config.strategy == "multi_worker":
-            return
-        self.actor.stop_acting(self.stop.seconds_left())
-        before = self.counters.updates
-        try:
-            while (self.actor.pending()
-                   and self.counters.updates < self.config.num_updates):
-                self._update(stopping=True)
-            if self.counters.updates > before:
-                self.bar.write(f"learned on the {self.counters.updates - before}"
-                               " unrolls the actors had started")
-        except KeyboardInterrupt:
-            self.bar.write("a second signal: the unrolls left are dropped")
-        except (NonFiniteUpdates, backends.ActorFailure) as error:
-            if self.interrupted and not self.stop.seconds_left():
-                error = _faults.hung(error, self.stop_signal, _DRAIN_TIMEOUT_S)
-            self.error = self.error or error
-            self.bar.write("stopped learning on the unrolls left: "
-                           f"{_faults.exception_line(error)}")
+        self.bar = ProgressBar(self.config, progress, counters, self.resumed)
 
     def _update(self, stopping=False):
-        """The updates of one learner call (`_Schedule.call_size`), each
+        """The updates of one learner call (`Schedule.call_size`), each
         recorded and shown, then the evaluation and the checkpoint if due
         (not while `stopping`: the last checkpoint follows)."""
         steps = actor_learner_steps(self.actor, self.learner, self.history,
@@ -372,30 +192,13 @@ class _UpdateLoop:
         self.recorder.record(counters.env_steps, unroll, diagnostics,
                              dict(rates, skipped_updates=counters.skipped,
                                   actor_restarts=restarts))
-        self._show(rates, diagnostics)
+        self.bar.show(rates, diagnostics, self.recorder, self.evaluation)
         # Warm from here: the first record traces the TensorBoard writer
         # (≈ 0.14 s), a start-up cost like the learner's compile.
         self.warm_start = self.warm_start or (
             time.time(), counters.env_steps, counters.updates)
         self.idle.warm(self.actor)
         return error
-
-    def _show(self, rates, diagnostics):
-        """Advances the progress bar; its numbers are set at most once per
-        redraw interval (formatting them at every update cost the learner
-        thread, the pipeline's slower side, ≈30 µs)."""
-        self.bar.update(self.config.steps_per_update)
-        now = time.monotonic()
-        if self.bar.disable or now < self.next_postfix:
-            return
-        self.next_postfix = now + self.bar.mininterval
-        postfix = {"env/s": f"{rates['env_steps_per_s']:.0f}",
-                   "learn/s": f"{rates['learner_steps_per_s']:.1f}",
-                   "lag": f"{diagnostics['policy_lag']:.0f}",
-                   "return": f"{self.recorder.mean_return:.1f}"}
-        if self.evaluation is not None and self.evaluation.last_return is not None:
-            postfix["greedy"] = f"{self.evaluation.last_return:.1f}"
-        self.bar.set_postfix(postfix, refresh=False)
 
     def _evaluate_if_due(self):
         counters = self.counters
@@ -408,19 +211,9 @@ class _UpdateLoop:
     def _count_skipped(self, diagnostics):
         """Counts a skipped update; the `NonFiniteUpdates` that stops the
         run at the `Config.max_nonfinite_updates`-th in a row (else None)."""
-        if not diagnostics["update_skipped"]:
-            self.streak, self.streak_names = 0, set()
-            return None
-        self.counters.skipped += 1
-        self.streak += 1
-        self.streak_names |= _non_finite(diagnostics)
-        if self.streak < self.config.max_nonfinite_updates:
-            return None
-        return NonFiniteUpdates(
-            f"{self.streak} learner updates in a row were skipped "
-            f"(Config.max_nonfinite_updates={self.config.max_nonfinite_updates}):"
-            f" non-finite {', '.join(sorted(self.streak_names))}. The "
-            f"weights are those of learner update {self.learner.version}.")
+        if diagnostics["update_skipped"]:
+            self.counters.skipped += 1
+        return self.skips.count(diagnostics, self.learner.version)
 
     def _save(self):
         """Checkpoint number `updates`: weights, optimizer, loop state, after
@@ -434,9 +227,9 @@ class _UpdateLoop:
 
     def _close(self):
         """Saves the last checkpoint, closes the records and the actors
-        (waiting at most `_CLOSE_TIMEOUT_S` for them: a hung env's thread
-        is left behind, its unroll counted as discarded); a step that
-        fails does not keep the others from their turn."""
+        (`_stop.close_actors`: a hung env's thread is left behind, its
+        unroll counted as discarded); a step that fails does not keep the
+        others from their turn."""
         self.loop_end = time.time()
         self.idle.finish(self.actor)
         self.bar.close()
@@ -447,10 +240,7 @@ class _UpdateLoop:
                 self.error = self.error or error
 
     def _close_actors(self):
-        if not _stop.call_within(self.actor.close, _CLOSE_TIMEOUT_S):
-            self.abandoned_unrolls = self.actor.pending()
-            self.bar.write(f"the actors did not stop within {_CLOSE_TIMEOUT_S}"
-                           " s (a hung environment?): left behind")
+        self.abandoned_unrolls = _stop.close_actors(self.actor, self.bar.write)
 
 
 def train(config, out_dir, progress=True, restart=False):
