@@ -14,24 +14,19 @@ configuration reference (docs/reference/config.md).
 import dataclasses
 import math
 
+from tf_vtrace.agent._choices import (
+    ACTOR_INFERENCE,
+    BACKENDS,
+    CORES,
+    CORRECTIONS,
+    OPTIMIZERS,
+    STRATEGIES,
+    VECTOR_ENVS,
+)
+
 __all__ = ["ACTOR_INFERENCE", "BACKENDS", "CORES", "CORRECTIONS", "Config",
            "MAX_UPDATES_PER_CALL", "MULTI_WORKER_CHECKPOINT_EVERY", "OPTIMIZERS",
            "STRATEGIES", "VECTOR_ENVS"]
-
-# `tf_vtrace.agent.backends` implements BACKENDS.
-BACKENDS = ("thread", "local", "process", "ray")
-# `tf_vtrace.agent.learner.make_strategy` implements STRATEGIES.
-STRATEGIES = ("none", "mirrored", "multi_worker")
-# `tf_vtrace.agent.corrections` implements CORRECTIONS.
-CORRECTIONS = ("vtrace", "none", "is1", "epsilon")
-# `tf_vtrace.agent.learner.make_optimizer` implements OPTIMIZERS.
-OPTIMIZERS = ("adam", "rmsprop")
-# `tf_vtrace.agent.networks.build_network` implements CORES.
-CORES = ("none", "lstm")
-# `tf_vtrace.agent.actor.LocalActor` implements ACTOR_INFERENCE.
-ACTOR_INFERENCE = ("auto", "tensorflow")
-# `tf_vtrace.agent.envs.make_vector_env` implements VECTOR_ENVS.
-VECTOR_ENVS = ("auto", "gymnasium", "numpy", "envpool")
 
 
 def _require(condition, field, expected, value):

@@ -41,6 +41,7 @@ import gymnasium as gym
 import numpy as np
 
 from tf_vtrace.agent import policies
+from tf_vtrace.agent._choices import VECTOR_ENVS
 from tf_vtrace.agent._vector_envs import (
     NUMPY_VECTOR_ENV_IDS,
     CartPoleNumpyVectorEnv,
@@ -48,7 +49,6 @@ from tf_vtrace.agent._vector_envs import (
     check_numpy_vector_env,
     import_envpool,
 )
-from tf_vtrace.agent.config import VECTOR_ENVS
 
 __all__ = ["CartPoleNumpyVectorEnv", "EnvPoolVectorEnv", "MULTI_DISCRETE_ID",
            "NUMPY_VECTOR_ENV_IDS", "STATELESS_CARTPOLE_ID", "VECTOR_ENVS",

@@ -4,11 +4,13 @@
 * ``acrobot``: Acrobot-v1 (reward −1 per step until the tip swings above the
   bar, 500-step limit): the defaults' MLP, 32 envs × 20 steps, Adam 1e-3,
   500k env steps.
-* ``minatar-breakout`` (and ``-space-invaders``, ``-freeway``, ``-asterix``):
-  MinAtar games (the `minatar` extra) with `networks.grid_cnn`, 5M env steps
-  as in the MinAtar paper's baselines (Young & Tian 2019), 32 envs × 20
-  steps, Adam 5e-4 decayed to 0, entropy cost 0.01, γ 0.99, rewards as given
-  (MinAtar's are 0/1 already): starting points, not tuned.
+* ``minatar-breakout`` (and ``-space-invaders``, ``-freeway``, ``-asterix``,
+  ``-seaquest``): MinAtar games (the `minatar` extra, its v1 envs with
+  sticky actions) with `networks.grid_cnn`, 5M env steps as in the MinAtar
+  paper's baselines (Young & Tian 2019), 32 envs × 5 steps (an update every
+  160 env steps), Adam 1e-3 decayed to 0, entropy cost 0.01, γ 0.99,
+  rewards as given (MinAtar's are 0/1 already); chosen on Breakout at 1M
+  env steps (docs/records/minatar-sweep.md).
 * ``stateless-cartpole``: the memory task ``tf_vtrace/StatelessCartPole-v0``
   (position and angle only) with the LSTM core and a separate value
   pathway (`Config.separate_value_core`), the value loss weighted 0.01
@@ -40,8 +42,8 @@ __all__ = ["CONTINUOUS_BASE", "DEFAULTS_AS_MEASURED", "PRESETS", "PRESET_BASE"]
 PRESET_BASE = dict(optimizer="adam", max_grad_norm=0.5, queue_size=1)
 # The former name of `PRESET_BASE`.
 DEFAULTS_AS_MEASURED = PRESET_BASE
-_MINATAR = dict(PRESET_BASE, num_envs=32, unroll_length=20,
-                total_env_steps=5_000_000, learning_rate=5e-4,
+_MINATAR = dict(PRESET_BASE, num_envs=32, unroll_length=5,
+                total_env_steps=5_000_000, learning_rate=1e-3,
                 entropy_cost=0.01, discount=0.99)
 
 # The continuous presets' common settings (see the module doc).
@@ -57,7 +59,8 @@ PRESETS = {
     **{f"minatar-{name}": dict(_MINATAR, env_id=f"MinAtar/{game}-v1")
        for name, game in (("breakout", "Breakout"),
                           ("space-invaders", "SpaceInvaders"),
-                          ("freeway", "Freeway"), ("asterix", "Asterix"))},
+                          ("freeway", "Freeway"), ("asterix", "Asterix"),
+                          ("seaquest", "Seaquest"))},
     "stateless-cartpole": dict(
         PRESET_BASE, learning_rate=2e-3,
         env_id="tf_vtrace/StatelessCartPole-v0", core="lstm",
