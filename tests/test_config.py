@@ -46,7 +46,8 @@ def test_the_defaults_are_keyword_only_and_unchanged():
         env_id="CartPole-v1", max_episode_steps=None, reward_clip=None,
         normalize_observations=False, scale_rewards=False, correction="vtrace",
         discount=0.99, entropy_cost=0.01,
-        baseline_cost=0.5, optimizer="rmsprop", learning_rate=8e-3,
+        baseline_cost=0.5, vtrace_lambda=1.0, optimizer="rmsprop",
+        learning_rate=8e-3,
         max_grad_norm=40., hidden_sizes=(64, 64), core="none", core_size=64,
         separate_value_core=False, state_dependent_std=False, backend="thread", num_actors=1,
         num_envs=16, unroll_length=20, vector_env="auto",
@@ -59,7 +60,8 @@ def test_the_defaults_are_keyword_only_and_unchanged():
 
 @pytest.mark.parametrize("field", ["learning_rate", "max_grad_norm",
                                    "entropy_cost", "baseline_cost", "discount",
-                                   "reward_clip", "checkpoint_every_s"])
+                                   "reward_clip", "checkpoint_every_s",
+                                   "vtrace_lambda"])
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
 def test_a_non_finite_number_is_refused_naming_the_field(field, value):
     with pytest.raises(ValueError, match=rf"^Config\.{field} must be"):

@@ -108,7 +108,7 @@ def test_minatar_preset_trains_through_the_cli(tmp_path):
     assert summary["env_steps"] == 200 and summary["correction"] == "is1"
     config = json.loads((out / "config.json").read_text())
     # The preset's settings, with the flags given winning.
-    assert config["env_id"] == ENV_ID and config["learning_rate"] == 5e-4
+    assert config["env_id"] == ENV_ID and config["learning_rate"] == 1e-3
     assert config["num_envs"] == 4 and config["unroll_length"] == 10
     check = subprocess.run(
         [sys.executable, "-m", "tf_vtrace.agent", "evaluate",

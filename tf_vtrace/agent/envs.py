@@ -40,7 +40,6 @@ import importlib
 import gymnasium as gym
 import numpy as np
 
-from tf_vtrace.agent import policies
 from tf_vtrace.agent._choices import VECTOR_ENVS
 from tf_vtrace.agent._vector_envs import (
     NUMPY_VECTOR_ENV_IDS,
@@ -241,6 +240,9 @@ def action_policy(action_space):
     """The `tf_vtrace.agent.policies.ActionPolicy` the agent acts with in
     `action_space` (checked by `check_action_space`)."""
     check_action_space(action_space)
+    # Imported here: `policies` needs TensorFlow, and the env checks that
+    # `Config` runs (and the command line before its log level is set) do not.
+    from tf_vtrace.agent import policies
     return policies.for_action_space(action_space)
 
 
