@@ -80,13 +80,18 @@ def cartpole_env():
 def multi_head_env():
     action_spec = (array_spec.BoundedArraySpec((), np.int32, 0, 2),
                    array_spec.BoundedArraySpec((2,), np.int64, 0, 3))
+    return _random_env(action_spec,
+                       lambda step_type, action, obs: np.float32(obs.sum()))
+
+
+def _random_env(action_spec, reward_fn):
+    """N_ENVS random environments of 3-D observations in a batched TF env."""
     observation_spec = array_spec.BoundedArraySpec((3,), np.float32, -1., 1.)
     return tf_py_environment.TFPyEnvironment(
         batched_py_environment.BatchedPyEnvironment([
             random_py_environment.RandomPyEnvironment(
                 observation_spec, action_spec, episode_end_probability=0.15,
-                discount=1.0, min_duration=3, seed=seed,
-                reward_fn=lambda step_type, action, obs: np.float32(obs.sum()))
+                discount=1.0, min_duration=3, seed=seed, reward_fn=reward_fn)
             for seed in range(N_ENVS)]))
 
 
@@ -102,15 +107,8 @@ def pendulum_env():
 
 def continuous_env(dim=6):
     action_spec = array_spec.BoundedArraySpec((dim,), np.float32, -1., 1.)
-    observation_spec = array_spec.BoundedArraySpec((3,), np.float32, -1., 1.)
-    return tf_py_environment.TFPyEnvironment(
-        batched_py_environment.BatchedPyEnvironment([
-            random_py_environment.RandomPyEnvironment(
-                observation_spec, action_spec, episode_end_probability=0.15,
-                discount=1.0, min_duration=3, seed=seed,
-                reward_fn=lambda step_type, action, obs: np.float32(
-                    obs.sum() - np.square(action).sum()))
-            for seed in range(N_ENVS)]))
+    return _random_env(action_spec, lambda step_type, action, obs: np.float32(
+        obs.sum() - np.square(action).sum()))
 
 
 def make_agent(env, seed=0, logits_network=False, optimizer=None, recurrent=(),
