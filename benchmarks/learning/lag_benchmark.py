@@ -461,12 +461,19 @@ def build_parser():
     return parser
 
 
-def main(argv=None):
-    parser = build_parser()
+def parse_command_line(parser, argv=None):
+    """`(argv, args)`: `argv` (the command line's by default) as a list and
+    parsed by `parser`, whose ``--jobs`` must be >= 1."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
+    return argv, args
+
+
+def main(argv=None):
+    parser = build_parser()
+    argv, args = parse_command_line(parser, argv)
     if args.threads is not None:
         if args.threads < 1:
             parser.error(f"--threads must be >= 1, got {args.threads}")

@@ -50,7 +50,7 @@ import numpy as np
 
 from benchmarks.learning import plans, report
 from benchmarks.learning._stats import return_curve
-from benchmarks.learning.lag_benchmark import threads_per_job
+from benchmarks.learning.lag_benchmark import parse_command_line, threads_per_job
 from tf_vtrace.agent import recording
 from tf_vtrace.agent.presets import PRESETS
 
@@ -277,10 +277,7 @@ def build_parser():
 
 def main(argv=None):
     parser = build_parser()
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser.parse_args(argv)
-    if args.jobs < 1:
-        parser.error(f"--jobs must be >= 1, got {args.jobs}")
+    argv, args = parse_command_line(parser, argv)
     plan = plans.PLANS[args.plan]
     unknown = [p for p in plan.presets if p not in PRESETS]
     if unknown and not args.report_only:
